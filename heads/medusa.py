@@ -1,0 +1,210 @@
+"""Medusa-1 heads (Cai et al., 2024, "Medusa: Simple LLM Inference Acceleration Framework with
+Multiple Decoding Heads"): K heads on the frozen target's last hidden state.
+
+Head k (k = 0..K-1) reads the hidden state at position t and predicts the token at t + 2 + k (the
+target's own lm_head predicts t + 1). A head is a stack of residual blocks x + SiLU(W x + b), each
+with its own weights (W and b zero-initialised, so an untrained head copies the lm_head's guess),
+then an lm_head: the target's own, shared and frozen, or a trainable copy initialised from it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from headstart.decode.tree import DraftState, Proposal, Tree
+
+
+class ResBlock(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.linear = nn.Linear(dim, dim)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + F.silu(self.linear(x))
+
+
+class MedusaHeads(nn.Module):
+    """K Medusa heads. `options`: num_heads, num_layers, shared_lm_head, hidden_size, vocab_size
+    (and, once measured, `accuracy`: the held-out per-depth top-k table that 'auto' trees use)."""
+
+    kind = "medusa"
+
+    def __init__(self, options: dict, target_lm_head: nn.Linear | None = None):
+        super().__init__()
+        self.options = dict(options)
+        self.target_info: dict = {}  # what config.json records about the target (set by build/load)
+        d, v, k = options["hidden_size"], options["vocab_size"], options["num_heads"]
+        self.blocks = nn.ModuleList(
+            nn.Sequential(*[ResBlock(d) for _ in range(options["num_layers"])]) for _ in range(k)
+        )
+        # Draft vocabulary: the heads rank only these target token ids (the most frequent in the
+        # training answers), which makes every projection V / draft_vocab_size times cheaper.
+        n_draft = options.get("draft_vocab_size") or v
+        self.register_buffer("draft_ids", torch.arange(n_draft, dtype=torch.long))
+        self._target_lm_head = target_lm_head
+        self._shared_weight: torch.Tensor | None = None
+        if options["shared_lm_head"]:
+            if target_lm_head is None:
+                raise ValueError("a Medusa head with shared_lm_head=True needs the target's lm_head")
+            self.lm_heads = None
+        else:
+            self.lm_heads = nn.ModuleList(nn.Linear(d, n_draft, bias=False) for _ in range(k))
+            self._init_own_lm_heads()
+
+    def __setattr__(self, name, value):
+        # The target's lm_head is held outside nn.Module's registry: its weights must never land
+        # in the head's state_dict or parameters.
+        if name == "_target_lm_head":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    @classmethod
+    def build(
+        cls,
+        target,
+        num_heads: int = 3,
+        num_layers: int = 1,
+        shared_lm_head: bool = True,
+        draft_vocab: torch.Tensor | None = None,
+    ) -> "MedusaHeads":
+        """New heads for `target`; `draft_vocab` (target ids, most frequent first) restricts ranking."""
+        options = {
+            "num_heads": num_heads,
+            "num_layers": num_layers,
+            "shared_lm_head": shared_lm_head,
+            "hidden_size": target.hidden_size,
+            "vocab_size": target.vocab_size,
+            "draft_vocab_size": None if draft_vocab is None else int(draft_vocab.numel()),
+        }
+        heads = cls(options, target.lm_head)
+        if draft_vocab is not None:
+            heads.draft_ids.copy_(draft_vocab)
+            heads._init_own_lm_heads()
+        heads.target_info = target.describe()
+        return heads.to(target.device)
+
+    def _init_own_lm_heads(self) -> None:
+        if self.lm_heads is not None and self._target_lm_head is not None:
+            rows = self._target_lm_head.weight.data[self.draft_ids.to(self._target_lm_head.weight.device)]
+            for head in self.lm_heads:
+                head.weight.data.copy_(rows)
+
+    def shared_weight(self) -> torch.Tensor:
+        """The target's lm_head rows of the draft vocabulary (D, n_draft), gathered once and cached."""
+        w = self._target_lm_head.weight
+        cached = self._shared_weight
+        if cached is None or cached.device != w.device or cached.dtype != w.dtype or cached.shape[0] != self.draft_ids.numel():
+            ids = self.draft_ids.to(w.device)
+            cached = w if ids.numel() == w.shape[0] and bool((ids == torch.arange(w.shape[0], device=w.device)).all()) else w[ids]
+            self._shared_weight = cached.detach()
+        return self._shared_weight
+
+    def reset_draft_cache(self) -> None:
+        """Forget the gathered lm_head rows (after draft_ids changed)."""
+        self._shared_weight = None
+
+    def draft_index(self, labels: torch.Tensor) -> torch.Tensor:
+        """Target ids -> index in the draft vocabulary, -1 where the token is outside it."""
+        table = torch.full((self.options["vocab_size"],), -1, dtype=torch.long, device=labels.device)
+        table[self.draft_ids.to(labels.device)] = torch.arange(self.draft_ids.numel(), device=labels.device)
+        return table[labels]
+
+    def save_pretrained(self, folder, target=None, extra: dict | None = None):
+        """Write config.json + model.safetensors (this head only) to `folder`."""
+        from headstart.heads.checkpoint import save_heads
+
+        return save_heads(self, folder, target, extra)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.blocks[0][0].linear.weight.dtype
+
+    @property
+    def num_heads(self) -> int:
+        return self.options["num_heads"]
+
+    def project(self, h: torch.Tensor, k: int) -> torch.Tensor:
+        """Head k's logits over the draft vocabulary: (..., D) -> (..., n_draft)."""
+        weight = self.shared_weight() if self.lm_heads is None else self.lm_heads[k].weight
+        return F.linear(h.to(weight.dtype), weight)
+
+    def forward(self, hidden: torch.Tensor) -> list[torch.Tensor]:
+        """hidden (..., D) -> K hidden states (..., D), one per head, before the projection."""
+        return [block(hidden) for block in self.blocks]
+
+    def loss(
+        self,
+        hidden: torch.Tensor,
+        input_ids: torch.Tensor,
+        loss_mask: torch.Tensor,
+        decay: float = 0.8,
+        topk: int = 5,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Σ_k decay^k · CE_k over assistant tokens, and per-head top-1 / top-k accuracy.
+
+        hidden (B, T, D) target's last hidden states; input_ids (B, T); loss_mask (B, T) is 1 where
+        the token is an assistant token (the only tokens a head is asked to predict). Logits are
+        computed only at the positions that have a label, which is most of the cost.
+        """
+        total = hidden.new_zeros((), dtype=torch.float32)
+        metrics: dict[str, float] = {}
+        t = input_ids.shape[1]
+        for k, block in enumerate(self.blocks):
+            shift = k + 2
+            if t <= shift:
+                break
+            valid = loss_mask[:, shift:].bool()  # (B, T - shift): label at t + shift is assistant
+            labels = input_ids[:, shift:][valid]  # (M,)
+            if labels.numel() == 0:
+                continue
+            h = hidden[:, :-shift][valid].to(self.dtype)  # (M, D) in the head's own precision
+            logits = self.project(block(h), k).float()  # (M, n_draft)
+            target_idx = self.draft_index(labels)  # (M,) -1 outside the draft vocabulary
+            ce = F.cross_entropy(logits, target_idx, ignore_index=-1) if (target_idx >= 0).any() else logits.sum() * 0
+            total = total + (decay**k) * ce
+            with torch.no_grad():
+                top = logits.topk(min(topk, logits.shape[-1]), dim=-1).indices
+                # Tokens outside the draft vocabulary count as misses: accuracy is over all tokens.
+                metrics[f"head{k}_top1"] = (top[:, 0] == target_idx).float().mean().item()
+                metrics[f"head{k}_top{topk}"] = (top == target_idx[:, None]).any(-1).float().mean().item()
+                metrics[f"head{k}_ce"] = ce.item()
+        metrics["sim_accept_length"] = simulated_accept_length(
+            [metrics[f"head{k}_top1"] for k in range(self.num_heads) if f"head{k}_top1" in metrics]
+        )
+        return total, metrics
+
+    @torch.no_grad()
+    def propose(self, state: DraftState, tree: Tree) -> Proposal:
+        """Rank each depth's proposals from the hidden state at the last accepted token.
+
+        Depth d of the tree uses head d - 1; node (c1, ..., cd) gets head d-1's cd-th best token.
+        All needed heads are projected in one matmul when the lm_head is shared.
+        """
+        depth = tree.max_depth
+        if depth > self.num_heads:
+            raise ValueError(f"the tree is {depth} deep but there are only {self.num_heads} Medusa heads")
+        need = max(tree.topk_per_depth())
+        hidden = state.hidden.to(self.dtype)
+        hs = torch.stack([self.blocks[k](hidden) for k in range(depth)], dim=1)  # (B, depth, D)
+        if self.lm_heads is None:
+            logits = self.project(hs, 0)  # (B, depth, n_draft): one matmul for all heads
+        else:
+            logits = torch.stack([self.project(hs[:, k], k) for k in range(depth)], dim=1)
+        ranked = self.draft_ids[logits.topk(need, dim=-1).indices]  # (B, depth, need) target ids
+        nodes_depth = tree.depth[1:].to(ranked.device) - 1
+        nodes_choice = tree.choice[1:].to(ranked.device)
+        return Proposal(tokens=ranked[:, nodes_depth, nodes_choice], tree=tree)
+
+
+def simulated_accept_length(top1: list[float]) -> float:
+    """Training-time proxy of τ for a chain: 1 + Σ_k Π_{i≤k} acc_i (bonus token counted)."""
+    total, running = 1.0, 1.0
+    for acc in top1:
+        running *= acc
+        total += running
+    return total

@@ -1,0 +1,128 @@
+"""`headstart distill | train | eval | generate | demo`: each verb takes a recipe and dotted overrides.
+
+    headstart train recipes/smollm2-135m/medusa.yaml train.lr=3e-4 train.max_minutes=5
+
+Results are printed for people and written as JSON for programs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _recipe(args):
+    from headstart.config import load_recipe
+
+    return load_recipe(args.recipe, args.overrides)
+
+
+def _target(recipe):
+    from headstart.target import Target
+
+    t = recipe.target
+    return Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation)
+
+
+def cmd_distill(args) -> int:
+    from headstart.train.distill import distill
+
+    recipe = _recipe(args)
+    stats = distill(_target(recipe), recipe.distill)
+    print(json.dumps(stats, indent=2))
+    return 0
+
+
+def cmd_train(args) -> int:
+    from headstart.train.trainer import train
+
+    recipe = _recipe(args)
+    result = train(recipe, _target(recipe))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from headstart.eval.run import evaluate, format_table
+    from headstart.heads.checkpoint import load_heads
+
+    recipe = _recipe(args)
+    target = _target(recipe)
+    heads = load_heads(args.head, target=target)
+    report = evaluate(target, heads, recipe.decode, recipe.eval, tree=args.tree)
+    print(format_table(report))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    import torch
+
+    from headstart.decode.generate import SpeculativeGenerator
+    from headstart.heads.checkpoint import load_heads
+
+    recipe = _recipe(args)
+    target = _target(recipe)
+    heads = load_heads(args.head, target=target)
+    gen = SpeculativeGenerator(target, heads, tree=args.tree or recipe.decode.tree)
+    tok = target.tokenizer
+    text = tok.apply_chat_template([{"role": "user", "content": args.prompt}], tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([tok(text, add_special_tokens=False).input_ids])
+    out = gen.generate(ids, max_new_tokens=args.max_new_tokens or recipe.decode.max_new_tokens)
+    print(tok.decode(out.sequences[0, ids.shape[1] :], skip_special_tokens=True))
+    print(f"\n[acceptance length {out.acceptance_length:.2f}, {len(out.accepted_per_step)} target forwards]", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from headstart.demo import run_demo
+
+    recipe, overrides = args.recipe, list(args.overrides)
+    if recipe is not None and "=" in recipe:  # no recipe given: the first word is an override
+        recipe, overrides = None, [recipe, *overrides]
+    return run_demo(recipe, overrides, quick=args.quick)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="headstart", description="Train and run draft heads for speculative decoding.")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    def verb(name: str, fn, help: str, recipe_required: bool = True):
+        s = sub.add_parser(name, help=help, description=help)
+        if recipe_required:
+            s.add_argument("recipe", help="YAML recipe, e.g. recipes/smollm2-135m/medusa.yaml")
+        else:
+            s.add_argument("recipe", nargs="?", default=None, help="YAML recipe (default: the demo's)")
+        s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=3e-4")
+        s.set_defaults(fn=fn)
+        return s
+
+    verb("distill", cmd_distill, "the target answers the recipe's prompts (self-distillation)")
+    verb("train", cmd_train, "train the recipe's head on the frozen target")
+    s = verb("eval", cmd_eval, "acceptance length and speed of a trained head against plain decoding")
+    s.add_argument("--head", required=True, help="head folder (config.json + model.safetensors)")
+    s.add_argument("--tree", default=None, help="override decode.tree")
+    s = verb("generate", cmd_generate, "answer one prompt with speculative decoding")
+    s.add_argument("--head", required=True, help="head folder")
+    s.add_argument("--prompt", required=True, help="the user message")
+    s.add_argument("--tree", default=None, help="override decode.tree")
+    s.add_argument("--max-new-tokens", type=int, default=None)
+    s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
+    s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from headstart.config import RecipeError
+    from headstart.jsonl import DataError
+
+    try:
+        return args.fn(args)
+    except (RecipeError, DataError) as e:
+        print(f"headstart {args.verb}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

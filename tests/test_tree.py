@@ -1,0 +1,69 @@
+import pytest
+import torch
+
+from headstart.decode.tree import (
+    TreeError,
+    best_tree_paths,
+    expected_accept_length,
+    load_tree,
+    shipped_trees,
+    tree_from_paths,
+)
+from headstart.decode.verify import greedy_accept
+
+
+def test_tree_from_paths_by_hand():
+    t = tree_from_paths([(0, 0), (1,), (0,)])  # order of the input does not matter
+    assert t.paths == ((0,), (1,), (0, 0))
+    assert t.depth.tolist() == [0, 1, 1, 2]
+    assert t.parent.tolist() == [-1, 0, 0, 1]
+    assert t.choice.tolist() == [0, 0, 1, 0]
+    assert t.visible.int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
+    assert t.retrieve.tolist() == [[0, 2, -1], [0, 1, 3]]
+    assert t.topk_per_depth() == [2, 1]
+
+
+@pytest.mark.parametrize(
+    "paths, message",
+    [
+        ([], "at least one path"),
+        ([(0,), (1, 0)], "path \\[1, 0\\] has no parent"),
+        ([(0,), (0,)], "appears twice"),
+        ([(0,), ()], "non-empty list"),
+        ([(0,), (-1,)], "non-negative"),
+        ([(0,), (0.5,)], "non-negative integers"),
+        ("nonsense", "unknown tree"),
+    ],
+)
+def test_malformed_trees_are_clear_errors(paths, message):
+    with pytest.raises(TreeError, match=message):
+        load_tree(paths) if isinstance(paths, str) else tree_from_paths(paths)
+
+
+def test_best_tree_by_hand():
+    acc = [[0.6, 0.2], [0.5, 0.1]]
+    # Node values: (0,) .6, (1,) .2, (0,0) .3, (0,1) .06, (1,0) .1, (1,1) .02
+    assert best_tree_paths(acc, 1) == [(0,)]
+    assert best_tree_paths(acc, 3) == [(0,), (1,), (0, 0)]
+    assert best_tree_paths(acc, 4) == [(0,), (1,), (0, 0), (1, 0)]
+    assert expected_accept_length(acc, [(0,), (1,), (0, 0)]) == pytest.approx(2.1)
+
+
+def test_shipped_trees_are_valid():
+    trees = shipped_trees()
+    assert {"chain1", "chain3", "tree4", "tree8", "tree16", "tree32", "tree64"} <= set(trees)
+    for paths in trees.values():
+        assert tree_from_paths(paths).size == len(paths)
+    assert len(trees["tree64"]) == 64 and len(trees["tree4"]) == 4
+
+
+def test_greedy_accept_by_hand():
+    t = tree_from_paths([(0,), (1,), (0, 0), (0, 1)])  # inputs: root, a, b, aa, ab
+    tokens = torch.tensor([10, 11, 12, 13, 14])
+    # Target after root wants 11 (= node a); after a wants 14 (= node ab); after ab wants 99.
+    predicted = torch.tensor([11, 14, 0, 0, 99])
+    accepted, kept = greedy_accept(tokens, predicted, t.retrieve)
+    assert accepted == 2 and kept.tolist() == [0, 1, 4]
+    predicted = torch.tensor([50, 14, 0, 0, 99])  # nothing matches
+    accepted, kept = greedy_accept(tokens, predicted, t.retrieve)
+    assert accepted == 0 and kept.tolist() == [0]

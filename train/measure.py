@@ -1,0 +1,43 @@
+"""Held-out accuracy of a head: per-depth top-k accuracy, the table static trees are built from."""
+
+from __future__ import annotations
+
+import torch
+
+from headstart.heads.medusa import simulated_accept_length
+from headstart.train.data import ExampleDataset, collate
+
+
+@torch.no_grad()
+def measure_accuracy(target, heads, examples, batch_size: int = 4, topk: int = 10) -> dict:
+    """accuracy[d][c] = P(the c-th ranked proposal of depth d+1 is the token), over assistant tokens.
+
+    Also returns per-depth top-1 / top-k and the chain proxy of τ (bonus token counted).
+    """
+    depth = heads.num_heads
+    hits = torch.zeros(depth, topk, dtype=torch.float64)
+    counts = torch.zeros(depth, dtype=torch.float64)
+    ds = ExampleDataset(examples)
+    for start in range(0, len(ds), batch_size):
+        batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))])
+        hidden = target(batch["input_ids"], attention_mask=batch["attention_mask"]).hidden
+        for k, block in enumerate(heads.blocks):
+            shift = k + 2
+            if batch["input_ids"].shape[1] <= shift:
+                continue
+            valid = batch["loss_mask"][:, shift:].bool()
+            labels = batch["input_ids"][:, shift:][valid]
+            h = hidden[:, :-shift][valid]
+            logits = heads.project(block(h.to(heads.dtype)), k)
+            ranked = logits.topk(min(topk, logits.shape[-1]), dim=-1).indices
+            hits[k, : ranked.shape[1]] += (ranked == heads.draft_index(labels)[:, None]).double().sum(0)
+            counts[k] += labels.numel()
+    acc = (hits / counts.clamp(min=1)[:, None]).tolist()
+    top1 = [a[0] for a in acc]
+    return {
+        "topk_accuracy": [[round(x, 4) for x in row] for row in acc],
+        "top1": [round(x, 4) for x in top1],
+        "top5": [round(sum(a[:5]), 4) for a in acc],
+        "sim_accept_length": round(simulated_accept_length(top1), 4),
+        "tokens": int(counts[0]),
+    }
