@@ -53,6 +53,18 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     return folder
 
 
+def update_config(folder: str | Path, head: dict | None = None, **top: object) -> dict:
+    """Merge keys into a saved head's config.json (e.g. the tree chosen for it), atomically."""
+    folder = Path(folder)
+    config = read_config(folder)
+    config["head"].update(head or {})
+    config.update(top)
+    tmp = folder / f".{CONFIG_NAME}.tmp"
+    tmp.write_text(json.dumps(config, indent=2) + "\n")
+    os.replace(tmp, folder / CONFIG_NAME)
+    return config
+
+
 def read_config(folder: Path) -> dict:
     path = folder / CONFIG_NAME
     if not path.is_file():

@@ -46,7 +46,7 @@ class MedusaHeads(nn.Module):
         n_draft = options.get("draft_vocab_size") or v
         self.register_buffer("draft_ids", torch.arange(n_draft, dtype=torch.long))
         self._target_lm_head = target_lm_head
-        self._shared_weight: torch.Tensor | None = None
+        self._shared_cache: tuple | None = None  # (weight identity, draft ids, gathered rows)
         if options["shared_lm_head"]:
             if target_lm_head is None:
                 raise ValueError("a Medusa head with shared_lm_head=True needs the target's lm_head")
@@ -95,18 +95,16 @@ class MedusaHeads(nn.Module):
                 head.weight.data.copy_(rows)
 
     def shared_weight(self) -> torch.Tensor:
-        """The target's lm_head rows of the draft vocabulary (D, n_draft), gathered once and cached."""
+        """The target's lm_head rows of the draft vocabulary (n_draft, D), gathered once and cached."""
         w = self._target_lm_head.weight
-        cached = self._shared_weight
-        if cached is None or cached.device != w.device or cached.dtype != w.dtype or cached.shape[0] != self.draft_ids.numel():
-            ids = self.draft_ids.to(w.device)
-            cached = w if ids.numel() == w.shape[0] and bool((ids == torch.arange(w.shape[0], device=w.device)).all()) else w[ids]
-            self._shared_weight = cached.detach()
-        return self._shared_weight
-
-    def reset_draft_cache(self) -> None:
-        """Forget the gathered lm_head rows (after draft_ids changed)."""
-        self._shared_weight = None
+        if self.options.get("draft_vocab_size") is None:
+            return w
+        key = (w.data_ptr(), w.dtype, w.device)
+        cache = self._shared_cache
+        if cache is None or cache[0] != key or not torch.equal(cache[1], self.draft_ids):
+            cache = (key, self.draft_ids.clone(), w.detach()[self.draft_ids.to(w.device)])
+            self._shared_cache = cache
+        return cache[2]
 
     def draft_index(self, labels: torch.Tensor) -> torch.Tensor:
         """Target ids -> index in the draft vocabulary, -1 where the token is outside it."""

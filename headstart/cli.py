@@ -1,4 +1,4 @@
-"""`headstart distill | train | eval | generate | demo`: each verb takes a recipe and dotted overrides.
+"""`headstart distill | self-instruct | train | eval | generate | tune-tree | demo`: each verb takes a recipe and dotted overrides.
 
     headstart train recipes/smollm2-135m/medusa.yaml train.lr=3e-4 train.max_minutes=5
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def _recipe(args):
@@ -19,10 +20,17 @@ def _recipe(args):
 
 
 def _target(recipe):
+    import os
+
+    import torch
+
     from headstart.target import Target
 
     t = recipe.target
-    return Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation)
+    device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else None
+    return Target.from_pretrained(
+        t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation, device=device
+    )
 
 
 def cmd_distill(args) -> int:
@@ -31,6 +39,19 @@ def cmd_distill(args) -> int:
     recipe = _recipe(args)
     stats = distill(_target(recipe), recipe.distill)
     print(json.dumps(stats, indent=2))
+    return 0
+
+
+def cmd_self_instruct(args) -> int:
+    from headstart.jsonl import append_rows, read_jsonl
+    from headstart.train.self_instruct import self_instruct
+
+    recipe = _recipe(args)
+    seeds = [r for _, r in read_jsonl(recipe.distill.prompts)]
+    exclude = [r["prompt"] for _, r in read_jsonl(args.exclude)] if args.exclude else []
+    rows = self_instruct(_target(recipe), seeds, args.n, exclude=exclude, seed=recipe.distill.seed)
+    append_rows(Path(args.out), rows)
+    print(f"wrote {len(rows)} new prompts to {args.out}; distil them with distill.prompts={args.out}")
     return 0
 
 
@@ -74,6 +95,20 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_tune_tree(args) -> int:
+    from headstart.decode.tune import tune_tree
+    from headstart.heads.checkpoint import load_heads, update_config
+
+    recipe = _recipe(args)
+    target = _target(recipe)
+    heads = load_heads(args.head, target=target)
+    paths, table = tune_tree(target, heads)
+    update_config(args.head, head={"tree": [list(p) for p in paths]}, tree_tuning=table)
+    print(json.dumps(table, indent=2))
+    print(f"wrote a {len(paths)}-node tree into {Path(args.head) / 'config.json'}; decoding uses it by default")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from headstart.demo import run_demo
 
@@ -98,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
         return s
 
     verb("distill", cmd_distill, "the target answers the recipe's prompts (self-distillation)")
+    s = verb("self-instruct", cmd_self_instruct, "the target writes new prompts in the style of distill.prompts")
+    s.add_argument("--n", type=int, default=500, help="how many new prompts")
+    s.add_argument("--out", required=True, help="JSONL the prompts are appended to")
+    s.add_argument("--exclude", default="data/prompts/eval.jsonl", help="prompts never to repeat (held-out set)")
     verb("train", cmd_train, "train the recipe's head on the frozen target")
     s = verb("eval", cmd_eval, "acceptance length and speed of a trained head against plain decoding")
     s.add_argument("--head", required=True, help="head folder (config.json + model.safetensors)")
@@ -107,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prompt", required=True, help="the user message")
     s.add_argument("--tree", default=None, help="override decode.tree")
     s.add_argument("--max-new-tokens", type=int, default=None)
+    s = verb("tune-tree", cmd_tune_tree, "measure this machine's forward costs and store the best tree in the head")
+    s.add_argument("--head", required=True, help="head folder; its config.json gets the tree")
     s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
     return p

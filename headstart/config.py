@@ -104,7 +104,7 @@ class DecodeConfig:
 @dataclass
 class EvalConfig:
     prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts ({id, category, prompt})")
-    num_prompts: int = _f(27, "how many of them to decode (taken evenly across categories)")
+    num_prompts: int = _f(18, "how many of them to decode (taken evenly across categories)")
     max_new_tokens: int = _f(128, "tokens generated per prompt")
     output: str = _f("runs/eval.json", "where the JSON results are written (a Markdown table goes beside it)")
 

@@ -64,9 +64,17 @@ def run_demo(recipe_path: str | None = None, overrides: list[str] | tuple[str, .
     summary = train(recipe, target)
     print(f"      held-out top-1 per head {summary['heldout']['top1']}, top-5 {summary['heldout']['top5']}", flush=True)
 
-    from headstart.heads.checkpoint import load_heads
+    from headstart.decode.tune import tune_tree
+    from headstart.heads.checkpoint import load_heads, update_config
 
     heads = load_heads(summary["final"], target=target)
+    if recipe.decode.tree == "auto":
+        paths, table = tune_tree(target, heads, sizes=(4, 8) if quick else (4, 8, 12, 16, 24, 32))
+        update_config(summary["final"], head={"tree": [list(p) for p in paths]}, tree_tuning=table)
+        heads = load_heads(summary["final"], target=target)
+        best = table["sizes"][len(paths)]
+        print(f"      tree for this machine: {len(paths)} nodes (expected τ {best['expected_tau']}, step cost "
+              f"{best['step_cost']}x a plain step)", flush=True)
     print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative, HF generate, HF prompt lookup", flush=True)
     report = evaluate(target, heads, recipe.decode, recipe.eval)
     report["demo"] = {

@@ -128,3 +128,19 @@ def test_bad_arguments_are_clear_errors():
         hs.SpeculativeGenerator(target, heads, tree=[(0,), (1, 0)])
     with pytest.raises(TypeError, match="DraftHead protocol"):
         hs.SpeculativeGenerator(target, object())
+
+
+def test_tune_tree_picks_a_tree_the_generator_uses(tmp_path):
+    from headstart.decode.tune import tune_tree
+    from headstart.heads.checkpoint import update_config
+
+    target = tiny_target("llama")
+    heads = perturbed_heads(target)
+    heads.options["accuracy"] = [[0.7, 0.1, 0.05], [0.5, 0.1, 0.05], [0.3, 0.1, 0.05]]
+    paths, table = tune_tree(target, heads, sizes=(2, 4, 8), past_len=32)
+    assert len(paths) in (2, 4, 8) and set(table["sizes"]) == {2, 4, 8}
+    heads.save_pretrained(tmp_path / "h", target)
+    update_config(tmp_path / "h", head={"tree": [list(p) for p in paths]}, tree_tuning=table)
+    loaded = hs.load_heads(tmp_path / "h", target=target)
+    gen = hs.SpeculativeGenerator(target, loaded)  # tree="auto" takes the stored tree
+    assert gen.tree.paths == tuple(sorted(paths, key=lambda p: (len(p), p)))

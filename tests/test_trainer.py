@@ -70,3 +70,12 @@ def test_training_learns_a_predictable_pattern(tmp_path, smol_shaped_target):  #
     r = recipe(tmp_path, "train.max_steps=40", "head.shared_lm_head=false", "head.draft_vocab_size=64")
     summary = train(r, smol_shaped_target)
     assert summary["heldout"]["top5"][0] > 0.2  # counting is predictable two tokens ahead
+
+
+def test_wandb_offline_run_is_written(tmp_path, smol_shaped_target, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    train(recipe(tmp_path, "train.max_steps=2", "train.report_to=wandb"), smol_shaped_target)
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and any(runs[0].glob("*.wandb"))

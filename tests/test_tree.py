@@ -67,3 +67,16 @@ def test_greedy_accept_by_hand():
     predicted = torch.tensor([50, 14, 0, 0, 99])  # nothing matches
     accepted, kept = greedy_accept(tokens, predicted, t.retrieve)
     assert accepted == 0 and kept.tolist() == [0]
+
+
+def test_best_tree_for_cost_by_hand():
+    from headstart.decode.tune import best_tree_for_cost
+
+    acc = [[0.6, 0.2], [0.5, 0.1]]
+    # Plain step 1.0 s. Trees of 1 node (2 inputs) cost 1.0 s, 3 nodes (4 inputs) 2.0 s.
+    paths, table = best_tree_for_cost(acc, {1: 1.0, 2: 1.0, 4: 2.0})
+    assert table[1] == {"expected_tau": 1.6, "step_cost": 1.0, "expected_speedup": 1.6}
+    assert table[3]["expected_tau"] == 2.1 and table[3]["expected_speedup"] == 1.05
+    assert paths == [(0,)]
+    paths, _ = best_tree_for_cost(acc, {1: 1.0, 2: 1.0, 4: 1.1})
+    assert paths == [(0,), (1,), (0, 0)]
