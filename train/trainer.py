@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -185,5 +184,4 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     heads.save_pretrained(final, target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
     (Path(cfg.output_dir) / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     summary["final"] = str(final)
-    os.sync() if hasattr(os, "sync") else None
     return summary
