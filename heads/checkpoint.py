@@ -47,10 +47,15 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     weights_tmp = folder / f".{WEIGHTS_NAME}.tmp"
     save_file(state, weights_tmp, metadata={"format": "pt", "kind": heads.kind})
     os.replace(weights_tmp, folder / WEIGHTS_NAME)
-    config_tmp = folder / f".{CONFIG_NAME}.tmp"
-    config_tmp.write_text(json.dumps(config, indent=2) + "\n")
-    os.replace(config_tmp, folder / CONFIG_NAME)
+    _write_config(folder, config)
     return folder
+
+
+def _write_config(folder: Path, config: dict) -> None:
+    """Write config.json beside its final name and rename it into place."""
+    tmp = folder / f".{CONFIG_NAME}.tmp"
+    tmp.write_text(json.dumps(config, indent=2) + "\n")
+    os.replace(tmp, folder / CONFIG_NAME)
 
 
 def update_config(folder: str | Path, head: dict | None = None, **top: object) -> dict:
@@ -59,9 +64,7 @@ def update_config(folder: str | Path, head: dict | None = None, **top: object) -
     config = read_config(folder)
     config["head"].update(head or {})
     config.update(top)
-    tmp = folder / f".{CONFIG_NAME}.tmp"
-    tmp.write_text(json.dumps(config, indent=2) + "\n")
-    os.replace(tmp, folder / CONFIG_NAME)
+    _write_config(folder, config)
     return config
 
 

@@ -71,7 +71,7 @@ def run_demo(recipe_path: str | None = None, overrides: list[str] | tuple[str, .
     if recipe.decode.tree == "auto":
         paths, table = tune_tree(target, heads, sizes=(4, 8) if quick else (4, 8, 12, 16, 24, 32))
         update_config(summary["final"], head={"tree": [list(p) for p in paths]}, tree_tuning=table)
-        heads = load_heads(summary["final"], target=target)
+        heads.options["tree"] = [list(p) for p in paths]  # what the saved config now says
         best = table["sizes"][len(paths)]
         print(f"      tree for this machine: {len(paths)} nodes (expected τ {best['expected_tau']}, step cost "
               f"{best['step_cost']}x a plain step)", flush=True)

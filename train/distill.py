@@ -43,6 +43,17 @@ def _prompt_messages(row: dict, system_prompt: str | None) -> list[dict]:
     return msgs
 
 
+def generate_batch(target: Target, texts: list[str], max_new_tokens: int, **sampling) -> list[list[int]]:
+    """Left-padded batched `generate` over rendered prompts; returns the new token ids per row."""
+    tok = target.tokenizer
+    tok.padding_side = "left"
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
+    with torch.no_grad():
+        gen = target.model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=pad_id, top_k=None, **sampling)
+    return gen[:, enc.input_ids.shape[1] :].tolist()
+
+
 def distill(target: Target, cfg: DistillConfig, progress: bool = True) -> dict:
     """Answer the prompts of `cfg.prompts` with the target; append rows to `cfg.output`."""
     tok = target.tokenizer
@@ -73,22 +84,15 @@ def distill(target: Target, cfg: DistillConfig, progress: bool = True) -> dict:
     todo = [b for b in batches if not all(rows[i]["id"] in done for i in b)]
     stats = {"prompts": len(rows), "skipped_batches": len(batches) - len(todo), "new_rows": 0, "new_tokens": 0}
 
-    tok.padding_side = "left"
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     eos = target.model.generation_config.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tok.eos_token_id}
     generator_seed = cfg.seed
     start = time.perf_counter()
     bar = tqdm(total=sum(len(b) for b in todo), desc="distill", unit="answer", disable=not progress)
     for b in todo:
-        enc = tok([texts[i] for i in b], return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
         sampling = dict(do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p) if cfg.temperature > 0 else dict(do_sample=False)
         torch.manual_seed(generator_seed + b[0])
-        with torch.no_grad():
-            gen = target.model.generate(
-                **enc, max_new_tokens=cfg.max_new_tokens, pad_token_id=pad_id, top_k=None, **sampling
-            )
-        new = gen[:, enc.input_ids.shape[1] :].tolist()
+        new = generate_batch(target, [texts[i] for i in b], cfg.max_new_tokens, **sampling)
         out_rows = []
         for i, ids in zip(b, new):
             stop = next((j for j, t in enumerate(ids) if t in eos_ids), None)

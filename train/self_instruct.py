@@ -15,6 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from headstart.target import Target
+from headstart.train.distill import generate_batch
 
 INSTRUCTION = (
     "Here are some requests that people sent to an AI assistant:\n{examples}\n"
@@ -56,8 +57,6 @@ def self_instruct(
         by_cat.setdefault(row.get("category") or "all", []).append(row["prompt"])
     seen = {_normalise(r["prompt"]) for r in seeds} | {_normalise(p) for p in exclude}
     tok = target.tokenizer
-    tok.padding_side = "left"
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     out: list[dict] = []
     attempts, max_attempts = 0, 4 * n
     bar = tqdm(total=n, desc="self-instruct", unit="prompt", disable=not progress)
@@ -70,14 +69,9 @@ def self_instruct(
             listing = "\n".join(f"{i + 1}. {p}" for i, p in enumerate(shown))
             msg = [{"role": "user", "content": INSTRUCTION.format(examples=listing)}]
             texts.append(tok.apply_chat_template(msg, tokenize=False, add_generation_prompt=True))
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
-        with torch.no_grad():
-            gen = target.model.generate(
-                **enc, do_sample=True, temperature=temperature, top_p=top_p, top_k=None,
-                max_new_tokens=max_new_tokens, pad_token_id=pad_id,
-            )
+        new = generate_batch(target, texts, max_new_tokens, do_sample=True, temperature=temperature, top_p=top_p)
         attempts += batch_size
-        for cat, ids in zip(cats, gen[:, enc.input_ids.shape[1] :]):
+        for cat, ids in zip(cats, new):
             prompt = clean_reply(tok.decode(ids, skip_special_tokens=True))
             if prompt is None or _normalise(prompt) in seen or len(out) >= n:
                 continue
