@@ -83,7 +83,8 @@ def evaluate(
         rows.append(row)
         steps_all.extend(spec.accepted_per_step)
 
-    depth = gen.tree.max_depth
+    settings = gen.tree_settings()
+    depth = settings["depth"]
     hist = Counter(steps_all)
     n_steps = max(len(steps_all), 1)
     plain_tps = totals["plain_tokens"] / totals["plain_s"]
@@ -92,8 +93,7 @@ def evaluate(
         "target": target.name,
         "dtype": str(target.dtype).replace("torch.", ""),
         "head": {"kind": heads.kind, **{k: v for k, v in getattr(heads, "options", {}).items() if k not in ("accuracy", "tree")}},
-        "tree": {"paths": [list(p) for p in gen.tree.paths], "size": gen.tree.size, "depth": depth,
-                 "topk": max(gen.tree.topk_per_depth())},
+        "tree": {**settings, "topk": settings["top_k"]},
         "prompts": {"file": cfg.prompts, "count": len(rows), "max_new_tokens": cfg.max_new_tokens},
         "temperature": 0.0,
         "tau": round(sum(a + 1 for a in steps_all) / n_steps, 4),

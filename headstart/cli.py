@@ -78,20 +78,41 @@ def cmd_eval(args) -> int:
 
 def cmd_generate(args) -> int:
     import torch
+    from transformers import TextStreamer
 
     from headstart.decode.generate import SpeculativeGenerator
+    from headstart.decode.steps import format_steps
     from headstart.heads.checkpoint import load_heads
 
     recipe = _recipe(args)
     target = _target(recipe)
     heads = load_heads(args.head, target=target)
-    gen = SpeculativeGenerator(target, heads, tree=args.tree or recipe.decode.tree)
+    gen = SpeculativeGenerator(target, heads, tree=args.tree or recipe.decode.tree, tree_size=recipe.decode.tree_size)
     tok = target.tokenizer
     text = tok.apply_chat_template([{"role": "user", "content": args.prompt}], tokenize=False, add_generation_prompt=True)
     ids = torch.tensor([tok(text, add_special_tokens=False).input_ids])
-    out = gen.generate(ids, max_new_tokens=args.max_new_tokens or recipe.decode.max_new_tokens)
-    print(tok.decode(out.sequences[0, ids.shape[1] :], skip_special_tokens=True))
-    print(f"\n[acceptance length {out.acceptance_length:.2f}, {len(out.accepted_per_step)} target forwards]", file=sys.stderr)
+    streamer = None if args.show_drafts else TextStreamer(tok, skip_prompt=True, skip_special_tokens=True)
+    out = gen.generate(
+        ids,
+        max_new_tokens=args.max_new_tokens or recipe.decode.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+        stop_strings=args.stop or None,
+        streamer=streamer,
+        record_steps=args.show_drafts,
+    )
+    if args.show_drafts:
+        first = int(out.sequences[0, ids.shape[1]])
+        print(format_steps(tok, first, out.steps[0], color=sys.stdout.isatty() and not args.no_color))
+    settings = gen.tree_settings()
+    print(
+        f"\n[acceptance length {out.acceptance_length:.2f} ({settings['kind']} tree: {settings['size']} nodes, depth "
+        f"{settings['depth']}, top-k {settings['top_k']}), {len(out.accepted_per_step)} target forwards, "
+        f"temperature {args.temperature}, stopped by {out.finish_reasons[0]}]",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -146,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prompt", required=True, help="the user message")
     s.add_argument("--tree", default=None, help="override decode.tree")
     s.add_argument("--max-new-tokens", type=int, default=None)
+    s.add_argument("--temperature", type=float, default=0.0, help="0: greedy; > 0: lossless speculative sampling")
+    s.add_argument("--top-p", type=float, default=1.0)
+    s.add_argument("--top-k", type=int, default=0)
+    s.add_argument("--seed", type=int, default=None, help="seed for sampling (reproducible output)")
+    s.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
+    s.add_argument("--show-drafts", action="store_true", help="show each verification step: accepted, rejected, corrected")
+    s.add_argument("--no-color", action="store_true", help="plain text for --show-drafts even on a terminal")
     s = verb("tune-tree", cmd_tune_tree, "measure this machine's forward costs and store the best tree in the head")
     s.add_argument("--head", required=True, help="head folder; its config.json gets the tree")
     s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)

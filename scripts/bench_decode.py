@@ -1,22 +1,30 @@
 """Speculative against plain decoding at several tree sizes, side by side in one run.
 
     python scripts/bench_decode.py --head runs/demo/medusa/final --trees chain1 chain2 tree8 tree16 auto
+    python scripts/bench_decode.py --head runs/eagle3/final --total-tokens 8 16 32   # a dynamic (EAGLE) head
 
-Prints tokens/s of plain greedy decoding and of speculative decoding per tree, the speedup, τ and
-the step cost relative to a plain step, on the embedded target (bf16) unless --target says
-otherwise. A thin wrapper over headstart.eval.run.evaluate.
+Prints tokens/s of HF `generate`, of headstart's plain loop and of speculative decoding per tree,
+the speedup over HF `generate`, τ, and where a speculative step's time goes: the share spent
+outside the target's verification forward (drafting, acceptance, cache commit, bookkeeping).
+Embedded target in bf16 unless --target/--dtype say otherwise; greedy; batch 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 
-from headstart.config import DecodeConfig, EvalConfig
-from headstart.eval.run import evaluate
+from headstart.decode.generate import SpeculativeGenerator, plain_generate
+from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads
 from headstart.target import Target
+
+
+def encode(tok, text: str) -> torch.Tensor:
+    chat = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+    return torch.tensor([tok(chat, add_special_tokens=False).input_ids])
 
 
 def main() -> None:
@@ -24,7 +32,10 @@ def main() -> None:
     p.add_argument("--head", required=True)
     p.add_argument("--target", default="embedded")
     p.add_argument("--dtype", default="bfloat16")
-    p.add_argument("--trees", nargs="+", default=["chain1", "chain2", "tree8", "tree16", "auto"])
+    p.add_argument("--trees", nargs="+", default=["chain1", "chain2", "tree8", "tree16", "tree32", "auto"])
+    p.add_argument("--total-tokens", nargs="+", type=int, default=[4, 8, 16, 32], help="dynamic heads: tree sizes")
+    p.add_argument("--depth", type=int, default=None, help="dynamic heads: draft depth")
+    p.add_argument("--top-k", type=int, default=None, help="dynamic heads: children per node")
     p.add_argument("--prompts", default="data/prompts/eval.jsonl")
     p.add_argument("--num-prompts", type=int, default=9)
     p.add_argument("--max-new-tokens", type=int, default=128)
@@ -32,18 +43,60 @@ def main() -> None:
 
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
     heads = load_heads(args.head, target=target)
-    cfg = EvalConfig(prompts=args.prompts, num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, output="")
+    tok = target.tokenizer
+    prompts = [encode(tok, r["prompt"]) for r in load_eval_prompts(args.prompts, args.num_prompts)]
+    eos = target.model.generation_config.eos_token_id
+    n = args.max_new_tokens
+
+    def hf():
+        toks, secs = 0, 0.0
+        for ids in prompts:
+            start = time.perf_counter()
+            out = target.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
+                                        pad_token_id=tok.eos_token_id)
+            secs += time.perf_counter() - start
+            toks += out.shape[1] - ids.shape[1]
+        return toks / secs
+
+    def ours_plain():
+        toks, secs = 0, 0.0
+        for ids in prompts:
+            out = plain_generate(target, ids, n)
+            toks, secs = toks + out.new_tokens, secs + out.seconds
+        return toks / secs
+
+    if getattr(heads, "dynamic", False):
+        configs = [(f"dynamic {t}", {"total_tokens": t, "depth": args.depth, "top_k": args.top_k}) for t in args.total_tokens]
+    else:
+        configs = [(tree, {"tree": tree}) for tree in args.trees]
+    plain_generate(target, prompts[0], 8)  # warm-up
+    hf_tps, plain_tps = hf(), ours_plain()
     rows = []
-    for tree in args.trees:
-        r = evaluate(target, heads, DecodeConfig(tree=tree), cfg, peers=False, progress=False)
-        tps = r["tokens_per_s"]
-        rows.append((tree, r["tree"]["size"], r["tree"]["depth"], r["tau"], tps["plain"], tps["speculative"], r["speedup"]))
-        print(f"done {tree}", flush=True)
-    print(f"\n{target.name} ({args.dtype}), {args.num_prompts} prompts x {args.max_new_tokens} tokens, greedy, {torch.get_num_threads()} threads\n")
-    print("| tree | nodes | depth | τ | plain tok/s | spec tok/s | speedup | step cost vs plain |")
-    print("|---|---|---|---|---|---|---|---|")
-    for tree, n, d, tau, plain, spec, speedup in rows:
-        print(f"| {tree} | {n} | {d} | {tau:.2f} | {plain:.1f} | {spec:.1f} | {speedup:.2f}x | {tau / speedup:.2f}x |")
+    for name, kw in configs:
+        gen = SpeculativeGenerator(target, heads, **kw)
+        gen.generate(prompts[0], 8)
+        toks, secs, steps, timings = 0, 0.0, [], {}
+        for ids in prompts:
+            out = gen.generate(ids, n, eos_token_id=eos, profile=True)
+            toks, secs = toks + out.new_tokens, secs + out.seconds
+            steps += out.accepted_per_step
+            for k, v in out.timings.items():
+                timings[k] = timings.get(k, 0.0) + v
+        step_total = sum(timings.values())
+        outside = 1 - timings.get("target_forward", 0.0) / step_total
+        settings = gen.tree_settings()
+        tau = sum(a + 1 for a in steps) / len(steps)
+        rows.append((name, settings["size"], settings["depth"], tau, toks / secs, outside, timings.get("draft", 0) / step_total))
+        print(f"done {name}", flush=True)
+    print(f"\n{target.name} ({args.dtype}), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
+          f"{torch.get_num_threads()} threads; head {args.head} ({heads.kind})\n")
+    print("| decoding | nodes | depth | τ | tok/s | vs HF generate | vs our plain loop | outside target forward | of which drafting |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| HF generate | — | — | 1.00 | {hf_tps:.1f} | 1.00x | {hf_tps / plain_tps:.2f}x | — | — |")
+    print(f"| headstart plain loop | — | — | 1.00 | {plain_tps:.1f} | {plain_tps / hf_tps:.2f}x | 1.00x | — | — |")
+    for name, size, depth, tau, tps, outside, draft in rows:
+        print(f"| {name} | {size} | {depth} | {tau:.2f} | {tps:.1f} | {tps / hf_tps:.2f}x | {tps / plain_tps:.2f}x | "
+              f"{outside:.1%} | {draft:.1%} |")
 
 
 if __name__ == "__main__":

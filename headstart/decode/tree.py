@@ -172,28 +172,149 @@ def load_tree(spec, accuracy: list[list[float]] | None = None, size: int = 16, m
     raise TreeError(f"unknown tree {spec!r}: use one of {', '.join(named)}, 'auto', or a JSON file of paths")
 
 
+def tree_from_parents(parents, choice=None) -> Tree:
+    """Build a Tree from parent pointers, keeping the nodes in the order given (dynamic trees).
+
+    parents[i] is the verification index (0 = root, j = node j) of the parent of node i + 1, and
+    must be < i + 1 (topological order). choice[i] is node i + 1's rank among its siblings (default:
+    order of appearance). Paths are the choice sequences, so `paths` reads like a static tree's.
+    """
+    parents = [int(p) for p in (parents.tolist() if isinstance(parents, torch.Tensor) else parents)]
+    if not parents:
+        raise TreeError("a tree needs at least one node")
+    n = len(parents) + 1
+    for i, p in enumerate(parents):
+        if not 0 <= p <= i:
+            raise TreeError(f"node {i + 1} has parent {p}: a parent must come before its child (0..{i})")
+    if choice is None:
+        seen: dict[int, int] = {}
+        choice = []
+        for p in parents:
+            choice.append(seen.get(p, 0))
+            seen[p] = choice[-1] + 1
+    else:
+        choice = [int(c) for c in (choice.tolist() if isinstance(choice, torch.Tensor) else choice)]
+    parent_t = torch.tensor([-1, *parents], dtype=torch.long)
+    depth = [0] * n
+    paths: list[tuple[int, ...]] = [()] * n
+    visible = torch.eye(n, dtype=torch.bool)
+    visible[:, 0] = True
+    has_child = [False] * n
+    for i, p in enumerate(parents, start=1):
+        depth[i] = depth[p] + 1
+        paths[i] = paths[p] + (choice[i - 1],)
+        visible[i] |= visible[p]
+        has_child[p] = True
+    leaves = [i for i in range(1, n) if not has_child[i]]
+    max_depth = max(depth)
+    retrieve = torch.full((len(leaves), max_depth + 1), -1, dtype=torch.long)
+    for r, leaf in enumerate(leaves):
+        chain = [leaf]
+        while chain[-1] != 0:
+            chain.append(parents[chain[-1] - 1])
+        retrieve[r, : len(chain)] = torch.tensor(chain[::-1])
+    return Tree(
+        tuple(paths[1:]),
+        torch.tensor(depth, dtype=torch.long),
+        parent_t,
+        torch.tensor([0, *choice], dtype=torch.long),
+        visible,
+        retrieve,
+    )
+
+
+def select_dynamic_tree(
+    parents: torch.Tensor, scores: torch.Tensor, tokens: torch.Tensor, total_tokens: int
+) -> tuple[torch.Tensor, Tree]:
+    """EAGLE-2's reranking: keep the `total_tokens` candidates of highest cumulative score.
+
+    Candidates are the nodes a drafter grew, in topological order: parents (M,) index of each
+    candidate's parent among the candidates (-1 for a child of the root), scores (M,) cumulative
+    log-probabilities (a child never scores above its parent), tokens (M,). The kept set is closed
+    under ancestors (ties favour the shallower, earlier node) and keeps the drafter's order.
+    Returns the kept tokens (n,) and their Tree.
+    """
+    m = parents.numel()
+    if m == 0:
+        raise TreeError("the drafter proposed no candidates")
+    k = min(int(total_tokens), m)
+    order = torch.argsort(scores.float(), descending=True, stable=True)
+    keep = torch.zeros(m, dtype=torch.bool)
+    keep[order[:k]] = True
+    par = parents.tolist()
+    # Close under ancestors: a parent whose score ties with the cut may have been left out.
+    for i in order[:k].tolist():
+        j = par[i]
+        while j >= 0 and not keep[j]:
+            keep[j] = True
+            j = par[j]
+    kept = keep.nonzero().flatten()
+    new_index = torch.full((m,), 0, dtype=torch.long)
+    new_index[kept] = torch.arange(1, kept.numel() + 1)
+    kept_par = parents[kept]
+    tree_parents = torch.where(kept_par >= 0, new_index[kept_par.clamp(min=0)], torch.zeros_like(kept_par))
+    return tokens[kept], tree_from_parents(tree_parents)
+
+
+@dataclass(frozen=True)
+class DynamicTreeSpec:
+    """The budget a dynamic drafter (EAGLE-2) grows its tree within."""
+
+    depth: int = 5  # draft steps from the root
+    top_k: int = 8  # children per expanded node, and nodes expanded per step
+    total_tokens: int = 32  # nodes kept after reranking (the verification width minus the root)
+
+    def __post_init__(self):
+        for name in ("depth", "top_k", "total_tokens"):
+            if int(getattr(self, name)) < 1:
+                raise TreeError(f"dynamic tree {name} must be at least 1, got {getattr(self, name)}")
+
+
 @dataclass
 class DraftState:
-    """What the decoding loop tells a head after each verification (batch of one row)."""
+    """What the decoding loop tells a head before each proposal (batch of one row).
 
-    hidden: torch.Tensor  # (B, D) target's last hidden state at the last accepted token
+    features/committed cover the target positions committed since the previous call: the whole
+    prompt at prefill (start == 0), then the accepted path [root, drafts...] of each step.
+    """
+
+    hidden: torch.Tensor  # (B, D) target's last hidden state at the last committed position
     root: torch.Tensor  # (B,) the token the target chose next (the root of the next tree)
+    features: torch.Tensor | None = None  # (B, n, F) features at the n newly committed positions
+    committed: torch.Tensor | None = None  # (B, n) token ids at those positions
+    start: int = 0  # absolute position of committed[:, 0]; 0 means a new sequence
+
+    def next_tokens(self) -> torch.Tensor:
+        """(B, n) the token after each committed position: committed[:, 1:] then the root."""
+        return torch.cat([self.committed[:, 1:], self.root[:, None]], dim=1)
 
 
 @dataclass
 class Proposal:
-    """A head's draft: one token per tree node (nodes 1..N, the root excluded)."""
+    """A head's draft: one token per tree node (nodes 1..N, the root excluded).
+
+    draft_probs, when given, is the distribution (B, N, V) each node's token was *sampled* from
+    (its parent's draft distribution); without it, drafts are deterministic choices (q = 1 on the
+    token), which verification treats exactly.
+    """
 
     tokens: torch.Tensor  # (B, N)
     tree: Tree
+    draft_probs: torch.Tensor | None = None
 
 
 @runtime_checkable
 class DraftHead(Protocol):
-    """What the decoding loop needs of a head (structural: heads do not inherit from it)."""
+    """What the decoding loop needs of a head (structural: heads do not inherit from it).
+
+    Optional attributes: `dynamic` (True: the head grows its own tree within a DynamicTreeSpec
+    and returns it in the Proposal), `feature_layers` (target layers whose outputs, concatenated,
+    form DraftState.features; empty: the final hidden state), `needs_features` (fill features
+    and committed at all; dynamic heads imply it).
+    """
 
     kind: str
 
-    def propose(self, state: DraftState, tree: Tree) -> Proposal:
-        """Draft a token for every node of `tree` (a static head) or grow its own tree (dynamic)."""
+    def propose(self, state: DraftState, tree) -> Proposal:
+        """Draft a token for every node of a static `tree`, or grow a tree within a DynamicTreeSpec."""
         ...

@@ -1,4 +1,11 @@
-"""Greedy verification of a drafted tree: pure functions over the target's predictions."""
+"""Verification of a drafted tree: pure functions over the target's predictions.
+
+- `greedy_accept`: temperature 0; the longest path the target's argmax agrees with.
+- `sample_accept`: temperature > 0; recursive rejection sampling over siblings, exact: the kept
+  tokens and the bonus token follow the target's own (warped) distribution.
+- `typical_accept`: Medusa's typical acceptance, LOSSY and opt-in: a draft is kept when the target
+  gives it enough probability, so the output no longer follows the target's distribution.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +24,86 @@ def greedy_accept(tokens: torch.Tensor, predicted: torch.Tensor, retrieve: torch
     drafted = tokens[safe[:, 1:]]  # (P, L - 1) token at each depth of each path
     expected = predicted[safe[:, :-1]]  # (P, L - 1) what the target wanted there
     ok = (drafted == expected) & (retrieve[:, 1:] >= 0)
+    return _longest(ok, retrieve)
+
+
+def _longest(ok: torch.Tensor, retrieve: torch.Tensor) -> tuple[int, torch.Tensor]:
     run = ok.long().cumprod(dim=1).sum(dim=1)  # (P,) accepted prefix length per path
     best = int(run.argmax())
     accepted = int(run[best])
     return accepted, retrieve[best, : accepted + 1]
+
+
+def children_lists(parent: torch.Tensor) -> list[list[int]]:
+    """children[i]: the inputs whose parent is input i, in index order (the drafter's rank order)."""
+    kids: list[list[int]] = [[] for _ in range(parent.numel())]
+    for i, p in enumerate(parent.tolist()):
+        if p >= 0:
+            kids[p].append(i)
+    return kids
+
+
+def sample_accept(
+    tokens: torch.Tensor,
+    probs: torch.Tensor,
+    children: list[list[int]],
+    generator: torch.Generator,
+    draft_probs: torch.Tensor | None = None,
+) -> tuple[int, torch.Tensor, int]:
+    """Recursive rejection sampling down the tree (SpecInfer; EAGLE's tree sampling).
+
+    tokens (N + 1,) verification inputs; probs (N + 1, V) the target's warped distribution after
+    each input; children from `children_lists`. At a node with target distribution p, each child
+    x (in order) is accepted with probability min(1, p(x) / q(x)), where q is the distribution the
+    child was drawn from (draft_probs[x - 1], shape (N, V)), or a point mass on x for a
+    deterministic draft (then the test is p(x)). On rejection p becomes max(0, p - q), renormalised
+    (for a point mass: p with x removed) and the next sibling is tried. When no child is accepted
+    the bonus token is drawn from what remains of p. Returns (accepted, kept inputs, bonus).
+    """
+    node, kept = 0, [0]
+    while True:
+        p = probs[node]
+        accepted_child = -1
+        for c in children[node]:
+            x = int(tokens[c])
+            u = float(torch.rand((), generator=generator, device=p.device))
+            if draft_probs is None:
+                if u < float(p[x]):
+                    accepted_child = c
+                    break
+                p = p.clone()
+                p[x] = 0.0
+            else:
+                q = draft_probs[c - 1].to(p.dtype)
+                qx = float(q[x])
+                if qx <= 0 or u < min(1.0, float(p[x]) / qx):
+                    accepted_child = c
+                    break
+                p = (p - q).clamp(min=0.0)
+            total = float(p.sum())
+            if total <= 0:  # only possible through rounding when p had no mass left to reject into
+                p = probs[node]
+                total = float(p.sum())
+            p = p / total
+        if accepted_child < 0:
+            bonus = int(torch.multinomial(p, 1, generator=generator))
+            return len(kept) - 1, torch.tensor(kept, device=tokens.device), bonus
+        node = accepted_child
+        kept.append(node)
+
+
+def typical_accept(
+    tokens: torch.Tensor, probs: torch.Tensor, retrieve: torch.Tensor, threshold: float = 0.09, alpha: float = 0.3
+) -> tuple[int, torch.Tensor]:
+    """Medusa's typical acceptance (lossy): keep a draft x when p(x) > min(threshold, alpha·e^(-H(p))).
+
+    probs (N + 1, V) the target's distribution after each input. Returns (accepted, kept inputs);
+    the caller draws the bonus token from probs[kept[-1]].
+    """
+    entropy = -(probs * probs.clamp(min=1e-12).log()).sum(-1)  # (N + 1,)
+    cut = torch.minimum(torch.full_like(entropy, threshold), alpha * torch.exp(-entropy))  # (N + 1,)
+    safe = retrieve.clamp(min=0)
+    parent_idx, child_idx = safe[:, :-1], safe[:, 1:]
+    p_child = probs[parent_idx, tokens[child_idx]]  # (P, L - 1)
+    ok = (p_child > cut[parent_idx]) & (retrieve[:, 1:] >= 0)
+    return _longest(ok, retrieve)

@@ -1,0 +1,243 @@
+"""The engine beyond static greedy trees: dynamic trees, draft models, ragged batches, stopping, streaming."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers as tr
+
+import headstart as hs
+from headstart.decode.draft_model import DraftModelProposer, VocabularyMismatch
+from headstart.decode.generate import greedy_generate
+from headstart.decode.tree import (
+    DraftState,
+    DynamicTreeSpec,
+    Proposal,
+    TreeError,
+    select_dynamic_tree,
+    tree_from_parents,
+    tree_from_paths,
+)
+from headstart.target import Target
+from tests.conftest import VOCAB, tiny_target
+
+
+def test_tree_from_parents_matches_tree_from_paths():
+    paths = [(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]
+    by_paths = tree_from_paths(paths)
+    parents = [0, 0, 1, 1, 2, 3]  # the same nodes, in the same (depth, path) order
+    by_parents = tree_from_parents(parents)
+    assert by_parents.paths == by_paths.paths
+    for name in ("depth", "parent", "choice", "visible"):
+        assert torch.equal(getattr(by_parents, name), getattr(by_paths, name)), name
+    assert {tuple(r) for r in by_parents.retrieve.tolist()} == {tuple(r) for r in by_paths.retrieve.tolist()}
+
+
+def test_tree_from_parents_rejects_bad_parents():
+    with pytest.raises(TreeError, match="before its child"):
+        tree_from_parents([0, 2])
+    with pytest.raises(TreeError, match="at least one"):
+        tree_from_parents([])
+    with pytest.raises(TreeError, match="total_tokens"):
+        DynamicTreeSpec(total_tokens=0)
+
+
+def test_select_dynamic_tree_keeps_best_scores_closed_under_ancestors():
+    # candidates: 0,1 children of the root; 2,3 children of 0; 4 child of 2
+    parents = torch.tensor([-1, -1, 0, 0, 2])
+    scores = torch.tensor([-0.1, -2.0, -0.3, -3.0, -0.5])
+    tokens = torch.tensor([10, 11, 12, 13, 14])
+    kept, tree = select_dynamic_tree(parents, scores, tokens, total_tokens=3)
+    assert kept.tolist() == [10, 12, 14]
+    assert tree.parent.tolist() == [-1, 0, 1, 2]
+    assert tree.depth.tolist() == [0, 1, 2, 3]
+    # A tie at the cut keeps the shallower node, and the set stays closed under ancestors.
+    kept, tree = select_dynamic_tree(torch.tensor([-1, 0]), torch.tensor([-1.0, -1.0]), torch.tensor([5, 6]), 1)
+    assert kept.tolist() == [5]
+
+
+class DynamicOracle:
+    """Grows a random tree each step; one random-depth path is the target's greedy continuation."""
+
+    kind = "oracle"
+    dynamic = True
+
+    def __init__(self, continuation: list[int], prompt_len: int, seed: int = 0):
+        self.cont, self.prompt_len = continuation, prompt_len
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+        pos = state.start + state.committed.shape[1] - self.prompt_len  # index of the root in cont
+        assert self.cont[pos] == int(state.root[0])
+        good_depth = int(torch.randint(0, spec.depth + 1, (1,), generator=self.gen))
+        parents, tokens, scores = [], [], []
+        prev = -1
+        for d in range(good_depth):  # the right path
+            parents.append(prev)
+            j = pos + 1 + d
+            tokens.append(self.cont[j] if j < len(self.cont) else 0)
+            scores.append(-0.1 * (d + 1))
+            prev = len(tokens) - 1
+        for _ in range(spec.total_tokens):  # wrong branches hanging off random nodes
+            parent = int(torch.randint(-1, len(tokens), (1,), generator=self.gen))
+            parents.append(parent)
+            tokens.append(int(torch.randint(0, VOCAB, (1,), generator=self.gen)))
+            scores.append((scores[parent] if parent >= 0 else 0.0) - float(torch.rand(1, generator=self.gen)) - 0.2)
+        kept, tree = select_dynamic_tree(torch.tensor(parents), torch.tensor(scores), torch.tensor(tokens), spec.total_tokens)
+        return Proposal(kept[None], tree)
+
+
+def test_dynamic_trees_equal_greedy_on_every_arch(arch):
+    target = tiny_target(arch)
+    prompt = torch.randint(0, VOCAB, (1, 10), generator=torch.Generator().manual_seed(4))
+    ref = greedy_generate(target, prompt, 40, eos_token_id=[])
+    cont = ref.sequences[0, 10:].tolist()
+    gen = hs.SpeculativeGenerator(target, DynamicOracle(cont, 10), depth=4, top_k=3, total_tokens=10)
+    out = gen.generate(prompt, 40, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences)
+    assert out.acceptance_length > 1.5
+    assert gen.tree_settings() == {"kind": "dynamic", "depth": 4, "top_k": 3, "size": 10}
+
+
+def _ragged(n_rows=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = [5, 11, 8, 3][:n_rows]
+    width = max(lengths)
+    ids = torch.zeros(n_rows, width, dtype=torch.long)
+    mask = torch.zeros(n_rows, width, dtype=torch.long)
+    for i, n in enumerate(lengths):  # left padding, as HF batches prompts for generation
+        ids[i, width - n :] = torch.randint(1, VOCAB, (n,), generator=g)
+        mask[i, width - n :] = 1
+    return ids, mask, lengths
+
+
+@pytest.mark.parametrize("tree", ["tree8", "dynamic"])
+def test_ragged_batch_equals_rows_alone(tree):
+    target = tiny_target("qwen2")
+    ids, mask, lengths = _ragged()
+    if tree == "dynamic":
+        heads = DraftModelProposer(tiny_target("qwen2", seed=1), target, depth=3, top_k=2, total_tokens=6)
+    else:
+        heads = hs.heads.build("medusa", target, num_heads=3)
+    gen = hs.SpeculativeGenerator(target, heads, tree=tree if tree != "dynamic" else "auto")
+    out = gen.generate(ids, 20, attention_mask=mask, eos_token_id=[])
+    for i, n in enumerate(lengths):
+        alone = greedy_generate(target, ids[i : i + 1, ids.shape[1] - n :], 20, eos_token_id=[])
+        assert out.sequences[i, : n + 20].tolist() == alone.sequences[0].tolist()
+    assert out.new_lengths == [20] * 4 and out.finish_reasons == ["length"] * 4
+
+
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_draft_model_proposer_is_exact_and_a_copy_of_the_target_accepts_everything(top_k):
+    target = tiny_target("llama")
+    prompt = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(2))
+    ref = greedy_generate(target, prompt, 30, eos_token_id=[])
+    for draft, full in ((tiny_target("llama", seed=5), False), (tiny_target("llama"), True)):
+        proposer = DraftModelProposer(draft, target, depth=4, top_k=top_k)
+        out = hs.SpeculativeGenerator(target, proposer).generate(prompt, 30, eos_token_id=[])
+        assert torch.equal(out.sequences, ref.sequences)
+        if full and top_k == 1:  # the same weights draft exactly the target's continuation
+            assert all(a == 4 for a in out.accepted_per_step[:-1])
+        elif full:  # a beam of 3 may prune the greedy path on near-flat tiny-model logits, rarely
+            assert out.acceptance_length > 4.0
+
+
+def test_draft_model_with_another_vocabulary_is_refused(smol_tokenizer):
+    target = tiny_target("llama")
+    torch.manual_seed(0)
+    other = Target(tr.AutoModelForCausalLM.from_config(tr.LlamaConfig(
+        vocab_size=VOCAB * 2, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2)), name="other")
+    with pytest.raises(VocabularyMismatch, match="share a vocabulary"):
+        DraftModelProposer(other, target)
+
+
+def smol_shaped(tokenizer) -> Target:
+    torch.manual_seed(0)
+    config = tr.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    model = tr.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(8.0)
+    return Target(model, tokenizer, name="tiny-smol-vocab")
+
+
+class Recorder:
+    """An HF-style streamer: put(prompt), put(tokens)..., end()."""
+
+    def __init__(self):
+        self.calls, self.ended = [], False
+
+    def put(self, value):
+        self.calls.append(value.reshape(-1).tolist())
+
+    def end(self):
+        self.ended = True
+
+
+def test_stop_strings_eos_and_streaming(smol_tokenizer):
+    target = smol_shaped(smol_tokenizer)
+    prompt = torch.tensor([smol_tokenizer.encode("The tide comes in and")])
+    t = prompt.shape[1]
+    ref = greedy_generate(target, prompt, 40, eos_token_id=[]).sequences[0, t:].tolist()
+    heads = hs.heads.build("medusa", target, num_heads=3)
+    gen = hs.SpeculativeGenerator(target, heads, tree="tree8")
+    # A stop string taken from the middle of the reference text: output ends right after it.
+    text = smol_tokenizer.decode(ref)
+    stop = text[len(text) // 2 : len(text) // 2 + 3]
+    cut = next(i for i in range(1, 41) if stop in smol_tokenizer.decode(ref[:i]))
+    out = gen.generate(prompt, 40, eos_token_id=[], stop_strings=[stop])
+    assert out.sequences[0, t:].tolist() == ref[:cut]
+    assert out.finish_reasons == ["stop_string"]
+    # Several EOS ids: the first one that appears ends the row, and is kept.
+    eos = [ref[12], ref[25]]
+    first = min(ref.index(e) for e in eos)
+    out = gen.generate(prompt, 40, eos_token_id=eos)
+    assert out.sequences[0, t:].tolist() == ref[: first + 1] and out.finish_reasons == ["eos"]
+    # Streaming: the prompt, then the new tokens in order, then end(); never a token past the stop.
+    rec = Recorder()
+    out = gen.generate(prompt, 40, eos_token_id=[], stop_strings=[stop], streamer=rec)
+    assert rec.calls[0] == prompt[0].tolist() and rec.ended
+    assert sum(rec.calls[1:], []) == ref[:cut]
+    # HF's own TextIteratorStreamer works with it.
+    streamer = tr.TextIteratorStreamer(smol_tokenizer, skip_prompt=True)
+    gen.generate(prompt, 20, eos_token_id=[], streamer=streamer)
+    assert "".join(streamer) == smol_tokenizer.decode(ref[:20])
+    with pytest.raises(ValueError, match="batch of one"):
+        gen.generate(prompt.expand(2, -1), 5, streamer=Recorder())
+
+
+def test_step_records_rebuild_the_output():
+    target = tiny_target("llama")
+    prompt = torch.randint(0, VOCAB, (1, 7), generator=torch.Generator().manual_seed(1))
+    heads = hs.heads.build("medusa", target, num_heads=3)
+    out = hs.SpeculativeGenerator(target, heads, tree="tree8").generate(prompt, 25, eos_token_id=[], record_steps=True)
+    steps = out.steps[0]
+    rebuilt = [int(out.sequences[0, 7])]
+    for s in steps:
+        rebuilt += s["accepted"] + [s["bonus"]]
+        assert s["accepted_count"] == len(s["accepted"]) and s["rejected"] != s["bonus"]
+    assert rebuilt[:25] == out.sequences[0, 7:].tolist()
+
+
+def test_show_drafts_view_is_readable_without_colour(smol_tokenizer):
+    from headstart.decode.steps import format_steps
+
+    target = smol_shaped(smol_tokenizer)
+    prompt = torch.tensor([smol_tokenizer.encode("Once upon a time")])
+    heads = hs.heads.build("medusa", target, num_heads=3)
+    out = hs.SpeculativeGenerator(target, heads, tree="tree8").generate(prompt, 20, eos_token_id=[], record_steps=True)
+    first = int(out.sequences[0, prompt.shape[1]])
+    plain = format_steps(smol_tokenizer, first, out.steps[0], color=False)
+    body = plain.split("\n")[0]
+    assert "\033[" not in plain and body.count("⟦") == len(out.steps[0])
+    coloured = format_steps(smol_tokenizer, first, out.steps[0], color=True)
+    assert "\033[32m" in coloured
+    # Dropping the rejected guesses gives back the answer, token by token.
+    import re
+
+    rebuilt = re.sub(r"⟦(?:\+|.*? ✗ → )(.*?)⟧", r"\1", body, flags=re.S)
+    pieces = []
+    for s in out.steps[0]:
+        pieces.append(smol_tokenizer.decode(s["accepted"]) + smol_tokenizer.decode([s["bonus"]]))
+    assert rebuilt == smol_tokenizer.decode([first]) + "".join(pieces)
