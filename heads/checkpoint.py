@@ -26,9 +26,28 @@ class CheckpointError(ValueError):
     """A head checkpoint that is missing, corrupt, or made for another target."""
 
 
-def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None) -> Path:
-    """Write the head (never the target) to `folder` atomically; returns the folder."""
+def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None, state: dict | None = None) -> Path:
+    """Write the head (never the target) to `folder` atomically; returns the folder.
+
+    `state` overrides tensors of the head's own state dict (e.g. the consolidated weights of a
+    head whose parameters DeepSpeed ZeRO-3 has partitioned across processes).
+    """
     folder = Path(folder)
+    config = head_config(heads, target, extra)
+    state = {**head_state(heads), **{k: v.detach().contiguous().cpu() for k, v in (state or {}).items()}}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CONFIG_NAME).unlink(missing_ok=True)  # the folder is incomplete until the end
+    # Each file is written beside its final name and renamed into place; config.json comes last,
+    # so a folder with a config.json always has the weights that belong to it.
+    weights_tmp = folder / f".{WEIGHTS_NAME}.tmp"
+    save_file(state, weights_tmp, metadata={"format": "pt", "kind": heads.kind})
+    os.replace(weights_tmp, folder / WEIGHTS_NAME)
+    _write_config(folder, config)
+    return folder
+
+
+def head_config(heads, target=None, extra: dict | None = None) -> dict:
+    """What config.json holds for `heads` (exporters start from it too)."""
     config = {
         "format_version": FORMAT_VERSION,
         "kind": heads.kind,
@@ -39,16 +58,12 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     }
     if extra:
         config.update(extra)
-    state = {k: v.detach().contiguous().cpu() for k, v in heads.state_dict().items()}
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / CONFIG_NAME).unlink(missing_ok=True)  # the folder is incomplete until the end
-    # Each file is written beside its final name and renamed into place; config.json comes last,
-    # so a folder with a config.json always has the weights that belong to it.
-    weights_tmp = folder / f".{WEIGHTS_NAME}.tmp"
-    save_file(state, weights_tmp, metadata={"format": "pt", "kind": heads.kind})
-    os.replace(weights_tmp, folder / WEIGHTS_NAME)
-    _write_config(folder, config)
-    return folder
+    return config
+
+
+def head_state(heads) -> dict:
+    """The head's own tensors, detached, contiguous, on the CPU (never the target's)."""
+    return {k: v.detach().contiguous().cpu() for k, v in heads.state_dict().items()}
 
 
 def _write_config(folder: Path, config: dict) -> None:
@@ -137,7 +152,10 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{weights} is not a readable safetensors file ({e}); the checkpoint is corrupt") from None
     options = dict(config["head"], hidden_size=config["hidden_size"], vocab_size=config["vocab_size"])
-    heads = REGISTRY[kind](options, target.lm_head)
+    try:
+        heads = REGISTRY[kind].from_config(options, target)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{folder}: the head's config does not fit the target: {e}") from None
     expected = set(heads.state_dict())
     missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
     if missing or unexpected:

@@ -32,6 +32,8 @@ class MedusaHeads(nn.Module):
     (and, once measured, `accuracy`: the held-out per-depth top-k table that 'auto' trees use)."""
 
     kind = "medusa"
+    feature_layers: tuple[int, ...] = ()  # reads the target's last hidden state only
+    recipe_fields: tuple[str, ...] = ("num_heads", "num_layers", "shared_lm_head")
 
     def __init__(self, options: dict, target_lm_head: nn.Linear | None = None):
         super().__init__()
@@ -88,6 +90,11 @@ class MedusaHeads(nn.Module):
         heads.target_info = target.describe()
         return heads.to(target.device)
 
+    @classmethod
+    def from_config(cls, options: dict, target) -> "MedusaHeads":
+        """The shell a checkpoint's weights are loaded into."""
+        return cls(options, target.lm_head)
+
     def _init_own_lm_heads(self) -> None:
         if self.lm_heads is not None and self._target_lm_head is not None:
             rows = self._target_lm_head.weight.data[self.draft_ids.to(self._target_lm_head.weight.device)]
@@ -128,12 +135,21 @@ class MedusaHeads(nn.Module):
 
     def project(self, h: torch.Tensor, k: int) -> torch.Tensor:
         """Head k's logits over the draft vocabulary: (..., D) -> (..., n_draft)."""
-        weight = self.shared_weight() if self.lm_heads is None else self.lm_heads[k].weight
-        return F.linear(h.to(weight.dtype), weight)
+        if self.lm_heads is None:
+            weight = self.shared_weight()
+            return F.linear(h.to(weight.dtype), weight)
+        # A module call, not F.linear on .weight: DeepSpeed ZeRO-3 gathers a partitioned weight only
+        # around its module's forward.
+        head = self.lm_heads[k]
+        return head(h.to(head.weight.dtype))
 
     def forward(self, hidden: torch.Tensor) -> list[torch.Tensor]:
         """hidden (..., D) -> K hidden states (..., D), one per head, before the projection."""
         return [block(hidden) for block in self.blocks]
+
+    def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+        """The trainer's entry: `loss` on the target's output for a collated batch (cfg: TrainConfig)."""
+        return self.loss(out.hidden, batch["input_ids"], batch["loss_mask"], cfg.loss_decay)
 
     def loss(
         self,

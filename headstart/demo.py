@@ -5,7 +5,8 @@
 2. train Medusa-1 heads on shipped + fresh answers for a fixed wall-clock budget;
 3. decode held-out prompts plainly and speculatively (and with HF generate and prompt lookup),
    and print τ, acceptance per depth, tokens/s, speedup and whether the outputs matched.
-Results: runs/demo/eval.json and eval.md, the head in runs/demo/medusa/final.
+Results: runs/demo/eval.json (schema: docs/eval.md), eval.md, eval.png and eval.html, run details in
+runs/demo/demo.json, the head in runs/demo/medusa/final.
 """
 
 from __future__ import annotations
@@ -36,39 +37,54 @@ def _fresh_prompts(prompts_file: str, shipped: list[str], n: int, out: Path) -> 
     return len(rows)
 
 
-def run_demo(recipe_path: str | None = None, overrides: list[str] | tuple[str, ...] = (), quick: bool = False, fresh: int = 64) -> int:
-    import torch
+DEMO_KINDS = ("medusa", "eagle", "eagle3")
+
+
+def run_demo(
+    recipe_path: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    quick: bool = False,
+    fresh: int = 64,
+    kind: str | None = None,
+) -> int:
 
     from headstart.embedded import embedded_target
     from headstart.eval.run import evaluate, format_table
+    from headstart.target import resolve_dtype
     from headstart.train.distill import distill
     from headstart.train.trainer import train
 
     started = time.perf_counter()
     root = Path("runs/demo")
+    if recipe_path is None:
+        recipe_path = f"recipes/smollm2-135m/{kind}.yaml" if kind else DEMO_RECIPE
+    kind = load_recipe(recipe_path).head.kind
     base = [
-        f"train.output_dir={root / 'medusa'}", f"eval.output={root / 'eval.json'}",
+        f"train.output_dir={root / kind}", f"eval.output={root / 'eval.json'}",
         f"distill.output={root / 'distilled.jsonl'}", f"distill.prompts={root / 'prompts.jsonl'}",
     ]
-    recipe = load_recipe(recipe_path or DEMO_RECIPE, base + (QUICK if quick else []) + list(overrides))
-    print(f"[1/4] loading the embedded target (SmolLM2-135M-Instruct, {recipe.target.dtype})", flush=True)
-    target = embedded_target(dtype=getattr(torch, recipe.target.dtype))
+    recipe = load_recipe(recipe_path, base + (QUICK if quick else []) + list(overrides))
+    dtype = resolve_dtype(recipe.target.dtype)
+    print(f"[1/4] loading the embedded target (SmolLM2-135M-Instruct, {str(dtype)[6:]}; recipe: {recipe.target.dtype})", flush=True)
+    target = embedded_target(dtype=dtype)
 
     shipped = list(recipe.data.train_files)
-    n_fresh = _fresh_prompts(load_recipe(recipe_path or DEMO_RECIPE).distill.prompts, shipped, 8 if quick else fresh, Path(recipe.distill.prompts))
+    n_fresh = _fresh_prompts(load_recipe(recipe_path).distill.prompts, shipped, 8 if quick else fresh, Path(recipe.distill.prompts))
     print(f"[2/4] distilling {n_fresh} prompts the shipped corpus does not cover -> {recipe.distill.output}", flush=True)
     distill_stats = distill(target, recipe.distill) if n_fresh else {"new_rows": 0}
     recipe.data.train_files = shipped + ([recipe.distill.output] if n_fresh else [])
 
-    print(f"[3/4] training Medusa heads for {recipe.train.max_minutes} min on {', '.join(recipe.data.train_files)}", flush=True)
+    print(f"[3/4] training a {kind} head for {recipe.train.max_minutes} min on {', '.join(recipe.data.train_files)}", flush=True)
     summary = train(recipe, target)
-    print(f"      held-out top-1 per head {summary['heldout']['top1']}, top-5 {summary['heldout']['top5']}", flush=True)
+    held = summary["heldout"]
+    print(f"      held-out top-1 per depth {held['top1']}" + (f", top-5 {held['top5']}" if "top5" in held else "")
+          + f", simulated τ {held['sim_accept_length']}", flush=True)
 
     from headstart.decode.tune import tune_tree
     from headstart.heads.checkpoint import load_heads, update_config
 
     heads = load_heads(summary["final"], target=target)
-    if recipe.decode.tree == "auto":
+    if recipe.decode.tree == "auto" and not getattr(heads, "dynamic", False):
         paths, table = tune_tree(target, heads, sizes=(4, 8) if quick else (4, 8, 12, 16, 24, 32))
         update_config(summary["final"], head={"tree": [list(p) for p in paths]}, tree_tuning=table)
         heads.options["tree"] = [list(p) for p in paths]  # what the saved config now says
@@ -77,13 +93,16 @@ def run_demo(recipe_path: str | None = None, overrides: list[str] | tuple[str, .
               f"{best['step_cost']}x a plain step)", flush=True)
     print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative, HF generate, HF prompt lookup", flush=True)
     report = evaluate(target, heads, recipe.decode, recipe.eval)
-    report["demo"] = {
+    out = Path(recipe.eval.output)
+    run = {
         "distill": distill_stats, "train": summary, "recipe": recipe_to_dict(recipe),
         "total_minutes": round((time.perf_counter() - started) / 60, 1),
     }
-    Path(recipe.eval.output).write_text(json.dumps(report, indent=2) + "\n")
+    out.with_name("demo.json").write_text(json.dumps(run, indent=2) + "\n")  # eval.json keeps to its schema
     print()
     print(format_table(report))
-    print(f"\nresults: {recipe.eval.output} (JSON), {Path(recipe.eval.output).with_suffix('.md')}; head: {summary['final']}")
-    print(f"demo took {report['demo']['total_minutes']} min")
+    print(f"\nresults: {out} (JSON, docs/eval.md), {out.with_suffix('.md')} (tables), {out.with_suffix('.png')} (plot: "
+          f"acceptance per depth, accepted drafts per step, tokens/s), {out.with_suffix('.html')} (every verification step)")
+    print(f"run details: {out.with_name('demo.json')}; head: {summary['final']}")
+    print(f"demo took {run['total_minutes']} min")
     return 0

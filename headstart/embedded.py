@@ -90,7 +90,7 @@ def embedded_model_path() -> Path:
     return folder
 
 
-def embedded_target(dtype: torch.dtype = torch.bfloat16, **kwargs):
+def embedded_target(dtype: torch.dtype | str = torch.bfloat16, **kwargs):
     """The embedded default target, SmolLM2-135M-Instruct, frozen, as a `headstart.Target`."""
     from headstart.target import Target
 

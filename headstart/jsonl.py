@@ -19,8 +19,9 @@ def _open_text(path: Path):
     return open(path, encoding="utf-8")
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, row) for every non-empty line; a malformed line raises DataError."""
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | DataError]]:
+    """Yield (line number, row) for every non-empty line; a malformed line yields its DataError
+    instead of raising, so a reader that skips bad rows (and counts them) can go on."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -31,10 +32,20 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+                yield lineno, DataError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})")
+                continue
             if not isinstance(row, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+                yield lineno, DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+                continue
             yield lineno, row
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, row) for every non-empty line; a malformed line raises DataError."""
+    for lineno, row in iter_jsonl(path):
+        if isinstance(row, DataError):
+            raise row
+        yield lineno, row
 
 
 def repair_tail(path: Path) -> int:

@@ -44,7 +44,7 @@ def main() -> None:
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
     heads = load_heads(args.head, target=target)
     tok = target.tokenizer
-    prompts = [encode(tok, r["prompt"]) for r in load_eval_prompts(args.prompts, args.num_prompts)]
+    prompts = [encode(tok, r.prompt) for r in load_eval_prompts(args.prompts, args.num_prompts)]
     eos = target.model.generation_config.eos_token_id
     n = args.max_new_tokens
 

@@ -9,15 +9,19 @@ RECIPES = sorted(Path(__file__).resolve().parents[1].glob("recipes/*/*.yaml"))
 
 def test_there_are_recipes():
     names = {f"{p.parent.name}/{p.name}" for p in RECIPES}
-    assert {"smollm2-135m/medusa.yaml", "vicuna-7b-v1.3/medusa.yaml", "llama-3.1-8b-instruct/medusa.yaml"} <= names
+    assert {
+        "smollm2-135m/medusa.yaml", "smollm2-135m/eagle.yaml", "smollm2-135m/eagle3.yaml", "vicuna-7b-v1.3/medusa.yaml",
+        "vicuna-7b-v1.3/eagle.yaml", "llama-3.1-8b-instruct/medusa.yaml", "llama-3.1-8b-instruct/eagle3.yaml",
+        "qwen2.5-7b-instruct/eagle3.yaml",
+    } <= names
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_recipe_loads_and_opens_with_its_command(path):
     recipe = load_recipe(path)
     assert isinstance(recipe, Recipe)
-    assert recipe.head.kind == "medusa" and recipe.head.num_heads >= 1
-    assert path.read_text().startswith("# headstart ")
+    assert recipe.head.kind == path.stem  # recipes/<target>/<head kind>.yaml
+    assert path.read_text().startswith(f"# headstart train recipes/{path.parent.name}/{path.name}")
 
 
 def test_overrides_and_types():

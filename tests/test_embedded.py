@@ -63,7 +63,9 @@ def test_quick_demo_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "speculative, medusa" in proc.stdout and "Acceptance per depth" in proc.stdout
     report = json.loads((tmp_path / "eval.json").read_text())
-    assert report["tau"] >= 1.0 and report["prompts"]["count"] == 4
-    assert set(report["tokens_per_s"]) == {"plain", "speculative", "hf_generate", "hf_prompt_lookup"}
+    (res,) = report["results"]
+    by = {e["label"]: e for e in res["methods"]}
+    assert list(by) == ["plain", "medusa", "hf_generate", "hf_prompt_lookup"] and report["prompts"]["count"] == 4
+    assert by["medusa"]["acceptance"]["tau"] >= 1.0
     config = json.loads((tmp_path / "run" / "final" / "config.json").read_text())
     assert config["target"]["name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"

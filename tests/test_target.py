@@ -39,7 +39,7 @@ def test_target_is_frozen_and_reports_shapes(target):
 
 def test_feature_taps_equal_hidden_states(target):
     ids = torch.randint(0, 128, (2, 9))
-    assert target.default_feature_layers() == [2, 1, 0]
+    assert target.default_feature_layers() == [0, 1, 2]
     layers = [0, 1]  # HF reports the last layer's output after the final norm, so compare below it
     out = target(ids, feature_layers=layers)
     ref = target.model(ids, output_hidden_states=True).hidden_states

@@ -1,6 +1,7 @@
 import json
 import random
 import shutil
+import time
 
 import torch
 
@@ -79,3 +80,36 @@ def test_wandb_offline_run_is_written(tmp_path, smol_shaped_target, monkeypatch)
     train(recipe(tmp_path, "train.max_steps=2", "train.report_to=wandb"), smol_shaped_target)
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and any(runs[0].glob("*.wandb"))
+    # The run config holds the recipe, the target and the head; the metrics hold per-depth accuracy
+    # during training, the held-out accuracy per depth and the simulated acceptance length.
+    import wandb
+
+    wandb.finish()  # the run stays open after training (HF leaves it to the process); close it
+    path = next(runs[0].glob("*.wandb"))
+    for _ in range(100):  # wandb's service may still be writing the file on a busy machine
+        record = path.read_bytes()
+        if b"heldout/sim_accept_length" in record and b"\theadstart\x82\x01" in record:
+            break
+        time.sleep(0.2)
+    ours = wandb_config_item(record, "headstart")
+    assert ours["recipe"]["train"]["max_steps"] == 2 and ours["recipe"]["head"]["num_heads"] == 2
+    assert ours["target"]["name_or_path"] == "tiny-smol" and ours["target"]["vocab_size"] == smol_shaped_target.vocab_size
+    assert ours["head"]["kind"] == "medusa" and ours["head"]["num_heads"] == 2
+    assert wandb_config_item(record, "learning_rate") == 1e-2  # HF's own TrainingArguments are there too
+    for key in (b"head0_top1", b"head1_top5", b"sim_accept_length", b"heldout/top1_depth1", b"heldout/sim_accept_length"):
+        assert key in record, key
+
+
+def wandb_config_item(record: bytes, key: str):
+    """The JSON value of one run-config key in an offline .wandb file: a ConfigItem protobuf is
+    the key (field 1) followed by value_json (field 16: tag bytes 0x82 0x01, a varint length)."""
+    start = record.index(b"\n" + bytes([len(key)]) + key.encode() + b"\x82\x01") + 2 + len(key) + 2
+    length, shift = 0, 0
+    while True:
+        byte = record[start]
+        start += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            break
+    return json.loads(record[start : start + length])

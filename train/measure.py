@@ -1,4 +1,5 @@
-"""Held-out accuracy of a head: per-depth top-k accuracy, the table static trees are built from."""
+"""Held-out accuracy of a head: per-depth top-k accuracy (Medusa: the table static trees are built
+from), or per-step top-1 of the unrolled draft (EAGLE heads, whose trees are grown at decode time)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,35 @@ import torch
 
 from headstart.heads.medusa import simulated_accept_length
 from headstart.train.data import ExampleDataset, collate
+from headstart.train.features import batch_features
+
+
+@torch.no_grad()
+def measure_steps(target, heads, examples, cfg, batch_size: int = 4) -> dict:
+    """Token-weighted held-out metrics of a dynamic head's loss (no noise): per-step top-1 and τ proxy."""
+    ds = ExampleDataset(examples)
+    sums: dict[str, float] = {}
+    weight = 0.0
+    was_training = heads.training
+    heads.eval()
+    for start in range(0, len(ds), batch_size):
+        batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))])
+        out = batch_features(target, batch, heads.feature_layers)
+        _, metrics = heads.training_loss(out, batch, target, cfg)
+        w = float(batch["loss_mask"].sum())
+        weight += w
+        for k, v in metrics.items():
+            sums[k] = sums.get(k, 0.0) + v * w
+    heads.train(was_training)
+    mean = {k: v / max(weight, 1.0) for k, v in sums.items()}
+    steps = sorted(int(k[4:-5]) for k in mean if k.startswith("step") and k.endswith("_top1"))
+    top1 = [round(mean[f"step{i}_top1"], 4) for i in steps]
+    sim, run = 1.0, 1.0
+    for a in top1:
+        run *= a
+        sim += run
+    return {"top1": top1, "sim_accept_length": round(sim, 4), "tokens": int(weight),
+            **{k: round(v, 4) for k, v in mean.items() if not k.startswith("step") and k != "sim_accept_length"}}
 
 
 @torch.no_grad()

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.integrations import is_deepspeed_zero3_enabled
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 import headstart.heads as heads_registry
-from headstart.config import Recipe, recipe_to_dict
-from headstart.heads.checkpoint import CONFIG_NAME
+from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
+from headstart.heads.checkpoint import CONFIG_NAME, save_heads
 from headstart.target import Target
-from headstart.train.data import ExampleDataset, build_examples, collate, split
+from headstart.train.data import build_examples, collate, split
+from headstart.train.features import batch_features, training_dataset
 
 
 class TimeBudget(TrainerCallback):
@@ -37,22 +41,54 @@ class TimeBudget(TrainerCallback):
         return control
 
 
+class RunConfig(TrainerCallback):
+    """Record what was trained as the tracker's run config: the recipe, the target, the head.
+
+    HF's WandbCallback (earlier in the callback list) opens the run in its own on_train_begin and
+    records the TrainingArguments; this adds headstart's side under "headstart".
+    """
+
+    def __init__(self, config: dict):
+        self.config = config
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and "wandb" in args.report_to:
+            import wandb
+
+            if wandb.run is not None:
+                wandb.run.config.update({"headstart": self.config}, allow_val_change=True)
+
+
+def run_config(recipe: Recipe, target: Target, heads) -> dict:
+    """The run config trackers record: recipe, target description and the head's kind and options."""
+    options = {k: v for k, v in heads.options.items() if k not in ("accuracy", "tree")}
+    return {"recipe": recipe_to_dict(recipe), "target": target.describe(), "head": {"kind": heads.kind, **options}}
+
+
 class HeadTrainer(Trainer):
     """Trainer whose model is the head; the target supplies features inside compute_loss."""
 
-    def __init__(self, target: Target, loss_decay: float, **kwargs):
+    def __init__(self, target: Target, train_config: TrainConfig, **kwargs):
         super().__init__(**kwargs)
         self.target = target
-        self.loss_decay = loss_decay
+        self.train_config = train_config
         self._metrics: dict[str, list[float]] = defaultdict(list)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        with torch.no_grad():
-            features = self.target(inputs["input_ids"], attention_mask=inputs["attention_mask"])
-        loss, metrics = model.loss(features.hidden, inputs["input_ids"], inputs["loss_mask"], self.loss_decay)
+        features = batch_features(self.target, inputs, model.feature_layers)
+        loss, metrics = model.training_loss(features, inputs, self.target, self.train_config)
         for k, v in metrics.items():
             self._metrics[k].append(v)
         return (loss, None) if return_outputs else loss
+
+    def _get_train_sampler(self, train_dataset=None):
+        # Length-grouped batches from the dataset's own lengths: the stock sampler would read every
+        # row to measure it, which for an offline feature cache means reading all features.
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if self.args.train_sampling_strategy == "group_by_length":
+            batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
+            return LengthGroupedSampler(batch, lengths=dataset.lengths)
+        return super()._get_train_sampler(train_dataset)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if self._metrics and "loss" in logs:
@@ -62,7 +98,27 @@ class HeadTrainer(Trainer):
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         if self.args.should_save:
-            self.accelerator.unwrap_model(self.model).save_pretrained(output_dir or self.args.output_dir, self.target)
+            heads = self.accelerator.unwrap_model(self.model)
+            if self.is_deepspeed_enabled and is_deepspeed_zero3_enabled():
+                # ZeRO-3: the module holds empty partitions; the Trainer hands over the gathered weights.
+                save_heads(heads, output_dir or self.args.output_dir, self.target, state=state_dict)
+            else:
+                heads.save_pretrained(output_dir or self.args.output_dir, self.target)
+
+
+def unpartitioned(trainer: Trainer, heads, target: Target):
+    """The head with whole parameters. Under DeepSpeed ZeRO-3 every process holds a slice of each
+    parameter; all processes gather them (a collective) into a plain copy for measuring and saving."""
+    if not (trainer.is_deepspeed_enabled and is_deepspeed_zero3_enabled()):
+        return heads
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(heads.parameters())):
+        state = {k: v.detach().clone() for k, v in heads.state_dict().items()}
+    plain = type(heads).from_config(dict(heads.options), target)
+    plain.load_state_dict(state)
+    plain.target_info = heads.target_info
+    return plain.to(target.device)
 
 
 def last_complete_checkpoint(output_dir: str | Path) -> str | None:
@@ -86,15 +142,40 @@ def frequent_tokens(examples, n: int, vocab_size: int) -> torch.Tensor:
     return torch.tensor(order, dtype=torch.long)
 
 
-def _seconds_per_step(target: Target, heads, dataset, batch_size: int, decay: float, bf16: bool) -> float:
+def build_head(recipe: Recipe, target: Target, examples):
+    """A new head of the recipe's kind; its draft vocabulary counted over `examples`' answers."""
+    hcfg = recipe.head
+    if hcfg.kind not in heads_registry.REGISTRY:
+        raise ValueError(f"head.kind: unknown kind {hcfg.kind!r}; known: {', '.join(sorted(heads_registry.REGISTRY))}")
+    cls = heads_registry.REGISTRY[hcfg.kind]
+    options = {k: getattr(hcfg, k) for k in cls.recipe_fields if getattr(hcfg, k) is not None}
+    if hcfg.draft_vocab_size:
+        if hcfg.draft_vocab_size > target.vocab_size:
+            raise ValueError(
+                f"head.draft_vocab_size={hcfg.draft_vocab_size} is larger than the target's vocabulary "
+                f"({target.vocab_size} tokens)"
+            )
+        options["draft_vocab"] = frequent_tokens(examples, hcfg.draft_vocab_size, target.vocab_size)
+    if getattr(cls, "dynamic", False):
+        d = recipe.decode
+        options["tree"] = {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}
+    return heads_registry.build(hcfg.kind, target, **options)
+
+
+def _bf16(cfg: TrainConfig, target: Target) -> bool:
+    """bf16 autocast for the head only with a bf16 target (a float32 target means bf16 is slow or unwanted)."""
+    return cfg.bf16 and target.dtype == torch.bfloat16
+
+
+def _seconds_per_step(target: Target, heads, dataset, cfg: TrainConfig) -> float:
     """Time two forward/backward passes on real batches, to turn a time budget into steps."""
-    batch = collate([dataset[i] for i in range(min(batch_size, len(dataset)))])
+    batch = collate([dataset[i] for i in range(min(cfg.batch_size, len(dataset)))])
     times = []
     for _ in range(2):
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16 and target.device.type == "cpu"):
-            features = target(batch["input_ids"], attention_mask=batch["attention_mask"])
-            loss, _ = heads.loss(features.hidden, batch["input_ids"], batch["loss_mask"], decay)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=_bf16(cfg, target) and target.device.type == "cpu"):
+            features = batch_features(target, batch, heads.feature_layers)
+            loss, _ = heads.training_loss(features, batch, target, cfg)
         loss.backward()
         times.append(time.perf_counter() - t0)
     heads.zero_grad(set_to_none=True)
@@ -103,23 +184,29 @@ def _seconds_per_step(target: Target, heads, dataset, batch_size: int, decay: fl
 
 def train(recipe: Recipe, target: Target, heads=None) -> dict:
     """Train the recipe's head on `target`; returns a summary. The final head is in output_dir/final."""
-    cfg, hcfg = recipe.train, recipe.head
+    cfg = recipe.train
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not cfg.deepspeed:
+        # DDP averages gradients only when the wrapped module's forward runs, and the Trainer here
+        # calls the head's training loss, not its forward: each process would train alone.
+        raise RecipeError(
+            f"training in {os.environ['WORLD_SIZE']} processes needs DeepSpeed: add "
+            f"train.deepspeed=scripts/ds_zero2.json (or use scripts/train_deepspeed.sh). Plain DDP is not supported."
+        )
     torch.manual_seed(cfg.seed)
+    data = recipe.data
     examples, data_stats = build_examples(
-        target.tokenizer, recipe.data.train_files, recipe.data.max_length, recipe.data.limit
+        target.tokenizer, data.train_files, data.max_length, data.limit,
+        split=data.split, columns=data.columns, on_error=data.on_error,
     )
     train_ex, eval_ex = split(examples, recipe.data.eval_size, recipe.data.seed)
     if heads is None:
-        options = {k: v for k, v in vars(hcfg).items() if k not in ("kind", "draft_vocab_size")}
-        if hcfg.draft_vocab_size:
-            options["draft_vocab"] = frequent_tokens(train_ex, hcfg.draft_vocab_size, target.vocab_size)
-        heads = heads_registry.build(hcfg.kind, target, **options)
+        heads = build_head(recipe, target, train_ex)
     heads.float().train()
-    dataset = ExampleDataset(train_ex)
+    dataset = training_dataset(train_ex, data.features_dir, target, heads.feature_layers)  # online or cached
 
     max_steps = cfg.max_steps
     if cfg.max_minutes is not None and max_steps <= 0:
-        per_step = _seconds_per_step(target, heads, dataset, cfg.batch_size, cfg.loss_decay, cfg.bf16) * cfg.grad_accum
+        per_step = _seconds_per_step(target, heads, dataset, cfg) * cfg.grad_accum
         by_time = int(cfg.max_minutes * 60 / per_step)
         by_epochs = math.ceil(len(dataset) * cfg.epochs / (cfg.batch_size * cfg.grad_accum))
         max_steps = max(1, min(by_time, by_epochs))
@@ -138,7 +225,7 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.grad_accum,
         max_grad_norm=cfg.max_grad_norm,
-        bf16=cfg.bf16,
+        bf16=_bf16(cfg, target),
         logging_steps=cfg.logging_steps,
         save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit,
@@ -152,10 +239,11 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         disable_tqdm=False,
     )
     callbacks = [TimeBudget(cfg.max_minutes * 1.15)] if cfg.max_minutes else []
+    callbacks.append(RunConfig(run_config(recipe, target, heads)))
     pad_id = target.tokenizer.pad_token_id or 0 if target.tokenizer is not None else 0
     trainer = HeadTrainer(
         target=target,
-        loss_decay=cfg.loss_decay,
+        train_config=cfg,
         model=heads,
         args=args,
         train_dataset=dataset,
@@ -166,11 +254,21 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     result = trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - start
 
+    heads = unpartitioned(trainer, heads, target)
     heads.eval()
-    from headstart.train.measure import measure_accuracy
+    from headstart.train.measure import measure_accuracy, measure_steps
 
-    accuracy = measure_accuracy(target, heads, eval_ex, batch_size=cfg.batch_size)
-    heads.options["accuracy"] = accuracy["topk_accuracy"]
+    if getattr(heads, "dynamic", False):
+        accuracy = measure_steps(target, heads, eval_ex, cfg, batch_size=cfg.batch_size)
+    else:
+        accuracy = measure_accuracy(target, heads, eval_ex, batch_size=cfg.batch_size)
+        heads.options["accuracy"] = accuracy["topk_accuracy"]
+    # Held-out accuracy per depth and the chain proxy of τ go to the tracker too (wandb, tensorboard).
+    per_depth = {f"heldout/{k}_depth{d + 1}": v for k in ("top1", "top5") for d, v in enumerate(accuracy.get(k) or [])}
+    if "sim_accept_length" in accuracy:
+        per_depth["heldout/sim_accept_length"] = accuracy["sim_accept_length"]
+    if per_depth:
+        trainer.log(per_depth)
     final = Path(cfg.output_dir) / "final"
     summary = {
         "steps": result.global_step,
@@ -181,7 +279,8 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         "heldout_examples": len(eval_ex),
         "heldout": {k: v for k, v in accuracy.items() if k != "topk_accuracy"},
     }
-    heads.save_pretrained(final, target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
-    (Path(cfg.output_dir) / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
+        heads.save_pretrained(final, target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
+        (Path(cfg.output_dir) / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     summary["final"] = str(final)
     return summary

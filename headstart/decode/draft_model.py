@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from headstart.decode.cache import truncate
-from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal, select_dynamic_tree
+from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal, grow_tree, select_dynamic_tree
 
 
 class VocabularyMismatch(ValueError):
@@ -101,19 +101,13 @@ class DraftModelProposer:
 
     def _tree_draft(self, logp: torch.Tensor, spec: DynamicTreeSpec, root_pos: int):
         dev = self.draft.device
-        k = spec.top_k
-        top = logp.topk(k)
-        tokens = top.indices.tolist()
-        scores = top.values.tolist()
-        parents = [-1] * k
-        depths = [1] * k
         fed: dict[int, int] = {}  # candidate index -> its position in the draft cache
-        frontier = list(range(k))
-        for _ in range(spec.depth - 1):
+
+        def expand(frontier, parents, tokens, depths):
             base = self.cache.get_seq_length()
             n = len(frontier)
             allowed = torch.zeros(n, base + n, dtype=torch.bool, device=dev)
-            allowed[:, :root_pos + 1] = True  # the prefix and the root
+            allowed[:, : root_pos + 1] = True  # the prefix and the root
             for row, c in enumerate(frontier):
                 j = parents[c]
                 while j >= 0:
@@ -121,25 +115,19 @@ class DraftModelProposer:
                     j = parents[j]
                 allowed[row, base + row] = True
             qpos = torch.tensor([root_pos + depths[c] for c in frontier], device=dev)
-            kpos = torch.cat([torch.arange(root_pos + 1, device=dev), torch.zeros(base - root_pos - 1, dtype=torch.long, device=dev), qpos])
-            for c in fed:
-                kpos[fed[c]] = root_pos + depths[c]
+            kpos = torch.zeros(base + n, dtype=torch.long, device=dev)
+            kpos[: root_pos + 1] = torch.arange(root_pos + 1, device=dev)
+            kpos[base:] = qpos
+            for c, at in fed.items():
+                kpos[at] = root_pos + depths[c]
             mask = self.draft.attention_mask(allowed, qpos, kpos)
             ids = torch.tensor([[tokens[c] for c in frontier]], device=dev)
             out = self.draft(ids, mask, qpos[None], self.cache)
             for row, c in enumerate(frontier):
                 fed[c] = base + row
-            child_logp = self._log_probs(out.hidden[0])  # (n, V)
-            new = []
-            for row, c in enumerate(frontier):
-                best = child_logp[row].topk(k)
-                for t, s in zip(best.indices.tolist(), best.values.tolist()):
-                    tokens.append(t)
-                    scores.append(scores[c] + s)
-                    parents.append(c)
-                    depths.append(depths[c] + 1)
-                    new.append(len(tokens) - 1)
-            frontier = sorted(new, key=lambda i: -scores[i])[:k]
+            return self._log_probs(out.hidden[0])  # (n, V)
+
+        parents, scores, tokens, _ = grow_tree(logp, spec, expand)
         return select_dynamic_tree(
             torch.tensor(parents), torch.tensor(scores), torch.tensor(tokens, device=dev), spec.total_tokens
         )

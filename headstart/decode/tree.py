@@ -256,6 +256,41 @@ def select_dynamic_tree(
     return tokens[kept], tree_from_parents(tree_parents)
 
 
+def grow_tree(root_logp: torch.Tensor, spec: "DynamicTreeSpec", expand, token_ids: torch.Tensor | None = None):
+    """EAGLE-2's tree growth (Li et al., 2024): expand the best frontier by cumulative log-probability.
+
+    root_logp (V',) is the drafter's log-distribution after the root. Depth 1 takes its top_k
+    tokens; each later step feeds the top_k candidates of the newest layer (by cumulative score)
+    to `expand(frontier, parents, tokens, depths) -> (len(frontier), V')` child log-probabilities,
+    and adds top_k children of each. token_ids (V',) maps drafter indices to target ids (a draft
+    vocabulary); `tokens` passed to `expand` are target ids. Returns candidate lists
+    (parents, scores, tokens, depths), parents as candidate indices (-1: a child of the root),
+    ready for `select_dynamic_tree`.
+    """
+    k = spec.top_k
+
+    def ids(index: torch.Tensor) -> list[int]:
+        return (index if token_ids is None else token_ids[index.to(token_ids.device)]).tolist()
+
+    top = root_logp.float().topk(min(k, root_logp.numel()))
+    tokens, scores = ids(top.indices), top.values.tolist()
+    parents, depths = [-1] * len(tokens), [1] * len(tokens)
+    frontier = list(range(len(tokens)))
+    for _ in range(spec.depth - 1):
+        child_logp = expand(frontier, parents, tokens, depths).float()  # (n, V')
+        best = child_logp.topk(min(k, child_logp.shape[-1]), dim=-1)
+        new = []
+        for row, c in enumerate(frontier):
+            for t, s in zip(ids(best.indices[row]), best.values[row].tolist()):
+                tokens.append(t)
+                scores.append(scores[c] + s)
+                parents.append(c)
+                depths.append(depths[c] + 1)
+                new.append(len(tokens) - 1)
+        frontier = sorted(new, key=lambda i: -scores[i])[:k]
+    return parents, scores, tokens, depths
+
+
 @dataclass(frozen=True)
 class DynamicTreeSpec:
     """The budget a dynamic drafter (EAGLE-2) grows its tree within."""

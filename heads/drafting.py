@@ -1,0 +1,119 @@
+"""What EAGLE-1/2 and EAGLE-3 heads share: one decoder layer of the target's family, run over
+features, and EAGLE-2 dynamic-tree drafting with the head's own small KV cache.
+
+A feature-autoregressive head reads, at position t, the target's feature f_t and the next token
+x_{t+1}, and predicts the feature at t + 1 (hence the token at t + 2). At decode time:
+- the positions the target committed since the last call (the prompt, then each accepted path)
+  go through the head with their true features; their keys and values stay in the head's cache;
+- the output at the last of them gives the first tree layer (tokens after the root);
+- each deeper layer feeds the best frontier nodes, with their parent's *predicted* feature, as a
+  tree over the cache (`grow_tree`); the tree's entries are dropped from the cache afterwards.
+Heads provide `input_features`, `step`, `draft_logits`, `draft_ids`, `dtype` and `device`.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import torch
+from torch import nn
+
+from headstart.decode.cache import truncate
+from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal, grow_tree, select_dynamic_tree
+
+
+def float_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(Q, K) bool pattern -> (1, 1, Q, K) additive mask: 0 where allowed, the dtype's minimum elsewhere."""
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+def causal_mask(t: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """(1, 1, T, T) causal additive mask; right padding needs nothing more (pads come last)."""
+    return float_mask(torch.ones(t, t, dtype=torch.bool, device=device).tril(), dtype)
+
+
+def single_layer_config(config, layer_type: str = "full_attention"):
+    """A copy of a target config for one full-attention decoder layer (no sliding window)."""
+    cfg = copy.deepcopy(config)
+    cfg.num_hidden_layers = 1
+    if getattr(cfg, "layer_types", None) is not None:
+        cfg.layer_types = [layer_type]
+    if hasattr(cfg, "sliding_window"):
+        cfg.sliding_window = None
+    if hasattr(cfg, "use_sliding_window"):
+        cfg.use_sliding_window = False
+    return cfg
+
+
+class Rotary(nn.Module):
+    """The architecture's own rotary embedding, called the way its base model calls it."""
+
+    def __init__(self, rotary_cls: type, config, layer_type: str = "full_attention"):
+        super().__init__()
+        self.rotary = rotary_cls(config)
+        takes_type = "layer_type" in inspect.signature(self.rotary.forward).parameters
+        self.layer_type = layer_type if takes_type else None
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.layer_type is None:
+            return self.rotary(x, positions)
+        return self.rotary(x, positions, self.layer_type)
+
+
+class FeatureDrafter:
+    """The per-sequence drafting state of one head: its KV cache over the committed positions."""
+
+    def __init__(self, head):
+        self.head = head
+        self.cache = None
+
+    @torch.no_grad()
+    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+        from transformers import DynamicCache
+
+        head = self.head
+        dev, dtype = head.device, head.dtype
+        if state.start == 0 or self.cache is None:
+            self.cache = DynamicCache()
+        truncate(self.cache, state.start)
+        tokens = state.next_tokens().to(dev)  # (1, n) the token after each committed position
+        n, past = tokens.shape[1], state.start
+        feats = head.input_features(state.features.to(device=dev, dtype=dtype))  # (1, n, D)
+        allowed = torch.ones(n, past + n, dtype=torch.bool, device=dev)
+        allowed[:, past:] = torch.ones(n, n, dtype=torch.bool, device=dev).tril()
+        positions = torch.arange(past, past + n, device=dev)[None]
+        out = head.step(feats, tokens, positions, float_mask(allowed, dtype), self.cache)  # (1, n, D)
+        committed = past + n  # cache entries of true features; also the root's position
+        h_root = out[0, -1]  # predicts the feature at the root's position
+        outputs: dict[int, torch.Tensor] = {}  # candidate -> its output (predicted next feature)
+        entry: dict[int, int] = {}  # candidate -> its index in the cache
+
+        def expand(frontier, parents, toks, depths):
+            base = self.cache.get_seq_length()
+            m = len(frontier)
+            allowed = torch.zeros(m, base + m, dtype=torch.bool, device=dev)
+            allowed[:, :committed] = True
+            for row, c in enumerate(frontier):
+                j = parents[c]
+                while j >= 0:
+                    allowed[row, entry[j]] = True
+                    j = parents[j]
+                allowed[row, base + row] = True
+            hid = torch.stack([outputs[parents[c]] if parents[c] >= 0 else h_root for c in frontier])[None]
+            tok = torch.tensor([[toks[c] for c in frontier]], device=dev)
+            pos = torch.tensor([[committed - 1 + depths[c] for c in frontier]], device=dev)
+            o = head.step(hid, tok, pos, float_mask(allowed, dtype), self.cache)[0]  # (m, D)
+            for row, c in enumerate(frontier):
+                entry[c], outputs[c] = base + row, o[row]
+            return head.draft_logits(o).float().log_softmax(-1)
+
+        root_logp = head.draft_logits(h_root).float().log_softmax(-1)
+        parents, scores, toks, _ = grow_tree(root_logp, spec, expand, head.draft_ids)
+        truncate(self.cache, committed)
+        kept, tree = select_dynamic_tree(
+            torch.tensor(parents), torch.tensor(scores), torch.tensor(toks, device=dev), spec.total_tokens
+        )
+        return Proposal(kept[None], tree)

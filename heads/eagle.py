@@ -1,0 +1,195 @@
+"""EAGLE-1/2 heads (Li et al., 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
+Uncertainty"; "EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees").
+
+At position t the head reads the target's last hidden state f_t and the embedding of the next
+token x_{t+1}: `fc(concat(embed(x_{t+1}), f_t))` (2D -> D), then one decoder layer built from the
+target architecture's own HF class (its input norm removed, as in EAGLE), giving a prediction of
+f_{t+1}; the target's frozen lm_head turns it into a distribution over x_{t+2}. Training loss:
+SmoothL1(predicted, true f_{t+1}) x feature_loss_weight + cross-entropy against the target's own
+distribution at t + 1 x ce_loss_weight, over assistant tokens, with uniform noise on the input
+features. Drafting grows an EAGLE-2 dynamic tree (heads/drafting.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
+from headstart.heads.drafting import FeatureDrafter, Rotary, causal_mask, single_layer_config
+
+
+class ArchitectureMismatch(ValueError):
+    """A head whose decoder layer was built for another architecture than the target's."""
+
+
+def check_architecture(options: dict, target, kind: str) -> None:
+    recorded = options.get("model_type")
+    if recorded and recorded != target.config.model_type:
+        raise ArchitectureMismatch(
+            f"this {kind} head was trained on a {recorded!r} target; its decoder layer does not fit the "
+            f"{target.config.model_type!r} target {target.name!r}. Train a head for this target."
+        )
+
+
+def draft_vocab_options(target, draft_vocab: torch.Tensor | None) -> int | None:
+    """Check a draft vocabulary against the target; returns its size (None: the whole vocabulary)."""
+    if draft_vocab is None:
+        return None
+    n = int(draft_vocab.numel())
+    if n > target.vocab_size:
+        raise ValueError(f"a draft vocabulary of {n} tokens is larger than the target's {target.vocab_size}")
+    if n and (int(draft_vocab.min()) < 0 or int(draft_vocab.max()) >= target.vocab_size):
+        raise ValueError(f"draft vocabulary ids must lie in [0, {target.vocab_size})")
+    return n
+
+
+class EagleHead(nn.Module):
+    """One EAGLE-1/2 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, model_type,
+    tree (depth, top_k, total_tokens of the dynamic tree)."""
+
+    kind = "eagle"
+    dynamic = True
+    needs_features = True
+    feature_layers: tuple[int, ...] = ()  # the target's last hidden state
+    recipe_fields: tuple[str, ...] = ()
+
+    def __init__(self, options: dict, target):
+        super().__init__()
+        check_architecture(options, target, self.kind)
+        self.options = dict(options)
+        self.target_info: dict = {}
+        d, v = options["hidden_size"], options["vocab_size"]
+        cfg = single_layer_config(target.config)
+        self.fc = nn.Linear(2 * d, d, bias=True)
+        self.layer = type(target.layers[0])(cfg, layer_idx=0)
+        self.layer.input_layernorm = nn.Identity()  # EAGLE: the fused input is not normed again
+        self.rotary = Rotary(type(target.base.rotary_emb), cfg)
+        n_draft = options.get("draft_vocab_size") or v
+        self.register_buffer("draft_ids", torch.arange(n_draft, dtype=torch.long))
+        # The target's embedding and lm_head, frozen and shared: a tuple keeps them out of the
+        # module registry, so they are never trained, moved or saved with the head.
+        self._shared = (target.embed_tokens, target.lm_head, getattr(target.config, "final_logit_softcapping", None))
+        self._rows: tuple | None = None
+        self._drafter = FeatureDrafter(self)
+
+    @classmethod
+    def build(cls, target, draft_vocab: torch.Tensor | None = None, tree: dict | None = None) -> "EagleHead":
+        """A new head for `target`; `draft_vocab` (target ids) restricts what it ranks."""
+        options = {
+            "hidden_size": target.hidden_size,
+            "vocab_size": target.vocab_size,
+            "draft_vocab_size": draft_vocab_options(target, draft_vocab),
+            "model_type": target.config.model_type,
+            "tree": dict(tree or vars(DynamicTreeSpec())),
+        }
+        head = cls(options, target)
+        if draft_vocab is not None:
+            head.draft_ids.copy_(draft_vocab)
+        head.target_info = target.describe()
+        return head.to(target.device)
+
+    @classmethod
+    def from_config(cls, options: dict, target) -> "EagleHead":
+        return cls(options, target)
+
+    def save_pretrained(self, folder, target=None, extra: dict | None = None):
+        from headstart.heads.checkpoint import save_heads
+
+        return save_heads(self, folder, target, extra)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.fc.weight.device
+
+    # ---- the layer ----
+    def input_features(self, features: torch.Tensor) -> torch.Tensor:
+        return features
+
+    def step(self, feats: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, mask, cache=None) -> torch.Tensor:
+        """feats (B, n, D) and next tokens (B, n) at `positions` -> predicted next features (B, n, D)."""
+        embed = self._shared[0](tokens).to(self.dtype)
+        x = self.fc(torch.cat([embed, feats.to(self.dtype)], dim=-1))
+        pe = self.rotary(x, positions)
+        return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache, position_embeddings=pe)
+
+    def _weight(self) -> torch.Tensor:
+        """The target lm_head's rows of the draft vocabulary (N, D), gathered once."""
+        w = self._shared[1].weight
+        if self.options.get("draft_vocab_size") is None:
+            return w
+        key = (w.data_ptr(), w.dtype, w.device)
+        if self._rows is None or self._rows[0] != key or not torch.equal(self._rows[1], self.draft_ids):
+            self._rows = (key, self.draft_ids.clone(), w.detach()[self.draft_ids.to(w.device)])
+        return self._rows[2]
+
+    def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """(..., D) features -> (..., N) logits over the draft vocabulary, with the target's softcap."""
+        w = self._weight()
+        logits = F.linear(h.to(w.dtype), w)
+        cap = self._shared[2]
+        return torch.tanh(logits / cap) * cap if cap else logits
+
+    def draft_index(self, ids: torch.Tensor) -> torch.Tensor:
+        """Target ids -> index in the draft vocabulary, -1 outside it."""
+        table = torch.full((self.options["vocab_size"],), -1, dtype=torch.long, device=ids.device)
+        table[self.draft_ids.to(ids.device)] = torch.arange(self.draft_ids.numel(), device=ids.device)
+        return table[ids]
+
+    # ---- training ----
+    def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+        return self.loss(
+            out.hidden, batch["input_ids"], batch["loss_mask"], cfg.feature_loss_weight, cfg.ce_loss_weight,
+            cfg.feature_noise if self.training else 0.0,
+        )
+
+    def loss(
+        self,
+        hidden: torch.Tensor,
+        input_ids: torch.Tensor,
+        loss_mask: torch.Tensor,
+        feature_weight: float = 1.0,
+        ce_weight: float = 0.1,
+        noise: float = 0.2,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """EAGLE's loss over assistant tokens; hidden (B, T, D) the target's last hidden states.
+
+        Index t (0..T-3) reads f_t and x_{t+1}, predicts f_{t+1}; it counts where x_{t+2} is an
+        assistant token. noise: width of the uniform noise added to f_t (EAGLE: 0.2, i.e. ±0.1).
+        """
+        t = input_ids.shape[1] - 2
+        if t < 1:
+            zero = self.fc.weight.sum() * 0
+            return zero, {}
+        f_in = hidden[:, :t].to(self.dtype)
+        if noise:
+            f_in = f_in + (torch.rand_like(f_in) - 0.5) * noise
+        positions = torch.arange(t, device=hidden.device)[None].expand(hidden.shape[0], t)
+        pred = self.step(f_in, input_ids[:, 1 : t + 1], positions, causal_mask(t, self.dtype, hidden.device))
+        valid = loss_mask[:, 2:].bool()  # (B, T - 2)
+        if not valid.any():
+            return pred.sum() * 0, {}
+        p_hat, f_true = pred[valid].float(), hidden[:, 1 : t + 1][valid].float()  # (M, D)
+        feature_loss = F.smooth_l1_loss(p_hat, f_true)
+        with torch.no_grad():
+            target_p = self.draft_logits(f_true).float().softmax(-1)  # the target's own distribution
+        draft_logp = self.draft_logits(p_hat).float().log_softmax(-1)
+        ce = -(target_p * draft_logp).sum(-1).mean()
+        with torch.no_grad():
+            labels = self.draft_index(input_ids[:, 2:][valid])
+            top1 = draft_logp.argmax(-1)
+            acc = (top1 == labels).float().mean().item()
+            agree = (top1 == target_p.argmax(-1)).float().mean().item()
+        loss = feature_weight * feature_loss + ce_weight * ce
+        return loss, {"feature_loss": feature_loss.item(), "ce": ce.item(), "step0_top1": acc,
+                      "step0_agree": agree, "sim_accept_length": 1 + acc}
+
+    # ---- decoding ----
+    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+        """Grow an EAGLE-2 tree from the features the target committed since the last call."""
+        return self._drafter.propose(state, spec)

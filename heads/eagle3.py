@@ -1,0 +1,249 @@
+"""EAGLE-3 heads (Li et al., 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language
+Models via Training-Time Test").
+
+Features come from three target layers (low, middle, high; `feature_layers` are ids of decoder
+layers whose *output* is read), fused by `fc` (3D -> D, no bias). The draft layer is Llama-shaped,
+as SGLang, vLLM and TensorRT-LLM serve EAGLE-3 drafts whatever the target (`LlamaForCausalLMEagle3`):
+its attention reads concat(input_norm(embed(x_{t+1})), hidden_norm(h_t)) (2D wide), its residual
+stream is h_t; `norm` then its own lm_head over a draft vocabulary of N frequent tokens, with
+`d2t` (target id = draft id + d2t[draft id]) and `t2d` (bool over the target vocabulary).
+
+Training-time test: the head is unrolled on its own outputs for `ttt_steps` steps. Step i at
+index t stands for the depth-i draft after the last true position t: it reads its step-(i-1)
+output and the token x_{t+1+i} at position t + i, and attends to the step-0 entries 0..t and to
+its own earlier-step entries at index t (`ttt_mask`). Loss Σ_i decay^i · CE(target distribution
+at t + 1 + i over the draft vocabulary, draft distribution), over assistant tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
+from headstart.heads.drafting import FeatureDrafter, Rotary, float_mask
+from headstart.heads.eagle import check_architecture, draft_vocab_options
+
+
+def llama_draft_config(target_config, hidden_act: str = "silu"):
+    """The LlamaConfig of an EAGLE-3 draft layer for a target of any family (the served shape)."""
+    from transformers import LlamaConfig
+
+    c = target_config
+    rope = getattr(c, "rope_parameters", None) or {}
+    if "full_attention" in rope:  # per-layer-type rope (Gemma3): the draft layer is full attention
+        rope = rope["full_attention"]
+    rope = dict(rope) if rope else {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)}
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    cfg = LlamaConfig(
+        hidden_size=c.hidden_size,
+        intermediate_size=c.intermediate_size,
+        num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=getattr(c, "num_key_value_heads", c.num_attention_heads),
+        head_dim=head_dim,
+        num_hidden_layers=1,
+        rms_norm_eps=getattr(c, "rms_norm_eps", 1e-6),
+        max_position_embeddings=c.max_position_embeddings,
+        rope_parameters=rope,
+        hidden_act=hidden_act,
+        vocab_size=c.vocab_size,
+        attention_bias=False,
+        mlp_bias=False,
+    )
+    cfg._attn_implementation = getattr(c, "_attn_implementation", None) or "sdpa"
+    return cfg
+
+
+def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """(1, 1, T, (step + 1) T) additive mask of training-time-test step `step` (0-based).
+
+    Keys are the step-0 entries (causal: query t sees 0..t) followed by the entries of steps
+    1..step, of which query t sees only its own index t (the path it drafted itself).
+    """
+    eye = torch.eye(t, dtype=torch.bool, device=device)
+    causal = torch.ones(t, t, dtype=torch.bool, device=device).tril()
+    return float_mask(torch.cat([causal] + [eye] * step, dim=1), dtype)
+
+
+class Eagle3Head(nn.Module):
+    """One EAGLE-3 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, feature_layers,
+    model_type, tree."""
+
+    kind = "eagle3"
+    dynamic = True
+    needs_features = True
+    recipe_fields: tuple[str, ...] = ("feature_layers",)
+
+    def __init__(self, options: dict, target):
+        super().__init__()
+        check_architecture(options, target, self.kind)
+        layers = list(options["feature_layers"])
+        if len(layers) != 3 or any(not 0 <= i < target.num_layers for i in layers):
+            raise ValueError(
+                f"EAGLE-3 reads three target layers in [0, {target.num_layers}); got feature_layers={layers}"
+            )
+        self.options = dict(options)
+        self.target_info: dict = {}
+        self.feature_layers = tuple(layers)
+        d, v = options["hidden_size"], options["vocab_size"]
+        n = options.get("draft_vocab_size") or v
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
+
+        cfg = llama_draft_config(target.config)
+        self.draft_config = cfg
+        self.fc = nn.Linear(3 * d, d, bias=False)
+        self.midlayer = LlamaDecoderLayer(cfg, layer_idx=0)
+        attn, width = self.midlayer.self_attn, 2 * d
+        attn.q_proj = nn.Linear(width, attn.q_proj.out_features, bias=False)
+        attn.k_proj = nn.Linear(width, attn.k_proj.out_features, bias=False)
+        attn.v_proj = nn.Linear(width, attn.v_proj.out_features, bias=False)
+        self.midlayer.hidden_norm = LlamaRMSNorm(d, eps=cfg.rms_norm_eps)
+        self.norm = LlamaRMSNorm(d, eps=cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(d, n, bias=False)
+        self.rotary = Rotary(LlamaRotaryEmbedding, cfg)
+        self.register_buffer("d2t", torch.zeros(n, dtype=torch.long))
+        self.register_buffer("t2d", torch.ones(v, dtype=torch.bool) if n == v else torch.zeros(v, dtype=torch.bool))
+        self._shared = (target.embed_tokens,)  # frozen, never saved with the head
+        self._drafter = FeatureDrafter(self)
+
+    @classmethod
+    def build(
+        cls,
+        target,
+        draft_vocab: torch.Tensor | None = None,
+        feature_layers: list[int] | None = None,
+        tree: dict | None = None,
+    ) -> "Eagle3Head":
+        """A new head; draft_vocab: the target ids it ranks (sorted here), default the whole vocabulary."""
+        options = {
+            "hidden_size": target.hidden_size,
+            "vocab_size": target.vocab_size,
+            "draft_vocab_size": draft_vocab_options(target, draft_vocab),
+            "feature_layers": list(feature_layers or target.default_feature_layers()),
+            "model_type": target.config.model_type,
+            "tree": dict(tree or vars(DynamicTreeSpec())),
+        }
+        head = cls(options, target)
+        ids = torch.arange(target.vocab_size) if draft_vocab is None else draft_vocab.cpu().sort().values
+        head.d2t.copy_(ids - torch.arange(ids.numel()))
+        head.t2d.zero_()
+        head.t2d[ids] = True
+        with torch.no_grad():  # start from the target's own output rows: a strong init
+            head.lm_head.weight.copy_(target.lm_head.weight.detach()[ids.to(target.device)].float())
+        head.target_info = target.describe()
+        return head.to(target.device)
+
+    @classmethod
+    def from_config(cls, options: dict, target) -> "Eagle3Head":
+        return cls(options, target)
+
+    def save_pretrained(self, folder, target=None, extra: dict | None = None):
+        from headstart.heads.checkpoint import save_heads
+
+        return save_heads(self, folder, target, extra)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.fc.weight.device
+
+    @property
+    def draft_ids(self) -> torch.Tensor:
+        """(N,) the target id of each draft id: draft id + d2t."""
+        return torch.arange(self.d2t.numel(), device=self.d2t.device) + self.d2t
+
+    def draft_index(self, ids: torch.Tensor) -> torch.Tensor:
+        """Target ids -> draft ids, -1 where t2d says the token is outside the draft vocabulary."""
+        inside = self.t2d.to(ids.device)
+        rank = torch.cumsum(inside.long(), 0) - 1  # draft id of each target id that is inside
+        return torch.where(inside[ids], rank[ids], torch.full_like(ids, -1))
+
+    # ---- the layer ----
+    def input_features(self, features: torch.Tensor) -> torch.Tensor:
+        """(B, n, 3D) concatenated target layers -> (B, n, D)."""
+        return self.fc(features.to(self.dtype))
+
+    def step(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, mask, cache=None) -> torch.Tensor:
+        """hidden (B, n, D) fused features or previous outputs, next tokens (B, n) -> outputs (B, n, D)."""
+        layer = self.midlayer
+        hidden = hidden.to(self.dtype)
+        embed = layer.input_layernorm(self._shared[0](tokens).to(self.dtype))
+        x = torch.cat([embed, layer.hidden_norm(hidden)], dim=-1)  # (B, n, 2D)
+        pe = self.rotary(x, positions)
+        attn, _ = layer.self_attn(hidden_states=x, position_embeddings=pe, attention_mask=mask, cache=cache)
+        hidden = hidden + attn
+        return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+
+    def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """(..., D) outputs -> (..., N) logits over the draft vocabulary."""
+        return self.lm_head(self.norm(h.to(self.dtype)))
+
+    # ---- training ----
+    def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+        feats = torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
+        w = target.lm_head.weight.detach()[self.draft_ids.to(target.device)]  # (N, D) target rows
+        target_logits = F.linear(out.hidden, w)  # (B, T, N) the target's logits over the draft vocab
+        cap = getattr(target.config, "final_logit_softcapping", None)
+        if cap:
+            target_logits = torch.tanh(target_logits / cap) * cap
+        return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.ttt_steps, cfg.loss_decay)
+
+    def loss(
+        self,
+        features: torch.Tensor,
+        target_logits: torch.Tensor,
+        input_ids: torch.Tensor,
+        loss_mask: torch.Tensor,
+        ttt_steps: int = 7,
+        decay: float = 0.8,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training-time test over `ttt_steps` steps; features (B, T, 3D), target_logits (B, T, N).
+
+        Step i at index t predicts x_{t+2+i}; it counts where that token exists and is an
+        assistant token. Accuracy: the draft's top-1 (as a target id) equals the data's token.
+        """
+        from transformers import DynamicCache
+
+        b, t = input_ids.shape
+        dev = input_ids.device
+        cache = DynamicCache()
+        hidden = self.input_features(features)  # (B, T, D)
+        total = hidden.new_zeros((), dtype=torch.float32)
+        metrics: dict[str, float] = {}
+        accs = []
+        base = torch.arange(t, device=dev)[None].expand(b, t)
+        for i in range(ttt_steps):
+            if t < i + 3:
+                break
+            nxt = F.pad(input_ids[:, 1 + i :], (0, 1 + i))  # (B, T) x_{t+1+i}, padded at the end
+            hidden = self.step(hidden, nxt, base + i, ttt_mask(t, i, self.dtype, dev), cache)
+            valid = torch.zeros(b, t, dtype=torch.bool, device=dev)
+            valid[:, : t - 2 - i] = loss_mask[:, 2 + i :].bool()
+            if not valid.any():
+                continue
+            logp = self.draft_logits(hidden[valid]).float().log_softmax(-1)  # (M, N)
+            with torch.no_grad():
+                p = target_logits[:, 1 + i :][valid[:, : t - 1 - i]].float().softmax(-1)
+            ce = -(p * logp).sum(-1).mean()
+            total = total + (decay**i) * ce
+            with torch.no_grad():
+                labels = input_ids[:, 2 + i :][valid[:, : t - 2 - i]]
+                acc = (self.draft_ids[logp.argmax(-1)] == labels).float().mean().item()
+            metrics[f"step{i}_top1"] = acc
+            metrics[f"step{i}_ce"] = ce.item()
+            accs.append(acc)
+        sim, run = 1.0, 1.0
+        for a in accs:
+            run *= a
+            sim += run
+        metrics["sim_accept_length"] = sim
+        return total, metrics
+
+    # ---- decoding ----
+    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+        """Grow an EAGLE-2 tree from the three-layer features committed since the last call."""
+        return self._drafter.propose(state, spec)

@@ -1,0 +1,303 @@
+"""Features for training: what the frozen target computes for a batch, which heads learn from.
+
+Online (the default): the target runs inside each training step under `torch.no_grad()`; nothing
+touches the disk. Heads say which decoder layers they read (`heads.feature_layers`: empty for the
+last hidden state only, three layers for EAGLE-3).
+
+Offline (`headstart features RECIPE`, then `data.features_dir`): the target runs once over the
+training data and its features go to disk, so training steps skip the target's forward. Layout:
+
+    features_dir/index.json               format, target, layers, dtype, data, shards
+    features_dir/shard-00000.safetensors  "hidden" (N, D) and "layer_<l>" (N, D) for every layer l,
+                                          the N real tokens of its examples back to back (no padding)
+
+The index lists, per shard, each example's content key (a hash of its token ids), offset and
+length. Training looks examples up by that key, so a cache made from other data, another
+`max_length` or another chat template is refused rather than misread, and so is a cache made for
+another target or without the layers the head reads. Shards are read lazily: `safe_open` maps the
+file and `get_slice` reads one example's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from tqdm.auto import tqdm
+
+from headstart.jsonl import DataError
+from headstart.target import Target, TargetOutput
+from headstart.train.data import Example, ExampleDataset, collate
+
+FORMAT_VERSION = 1
+INDEX_NAME = "index.json"
+STORAGE_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+HEADER_BYTES_PER_TENSOR = 96  # a safetensors header entry (name, dtype, shape, offsets)
+INDEX_BYTES = 1024  # index.json without its example entries
+INDEX_BYTES_PER_EXAMPLE = 64  # one [key, offset, length] entry of index.json
+
+
+@torch.no_grad()
+def batch_features(target: Target, batch: dict[str, torch.Tensor], layers: tuple[int, ...] = ()) -> TargetOutput:
+    """The target's last hidden state (B, T, D) and the outputs of `layers` for a collated batch.
+
+    A batch collated from an offline cache carries them (`cached_hidden`, `cached_layer_<l>`); they
+    are returned in the target's dtype, as the online forward would return them.
+    """
+    if "cached_hidden" not in batch:
+        return target(batch["input_ids"], attention_mask=batch["attention_mask"], feature_layers=tuple(layers))
+    missing = [layer for layer in layers if f"cached_layer_{layer}" not in batch]
+    if missing:
+        raise DataError(f"the feature cache has no layers {missing}, which the head reads; rerun `headstart features`")
+    dtype = target.dtype
+    return TargetOutput(
+        hidden=batch["cached_hidden"].to(dtype),
+        features={layer: batch[f"cached_layer_{layer}"].to(dtype) for layer in layers},
+    )
+
+
+def estimate_bytes(tokens: int, layers: int, hidden_size: int, dtype: str, shards: int = 1, examples: int = 0) -> int:
+    """Disk the cache needs: tokens × (1 + layers) × D × bytes per value, plus small metadata."""
+    per_value = torch.empty((), dtype=STORAGE_DTYPES[dtype]).element_size()
+    metadata = shards * (64 + HEADER_BYTES_PER_TENSOR * (1 + layers)) + INDEX_BYTES + examples * INDEX_BYTES_PER_EXAMPLE
+    return tokens * (1 + layers) * hidden_size * per_value + metadata
+
+
+def check_disk(folder: str | Path, needed: int) -> int:
+    """Raise DataError when the file system holding `folder` has less than `needed` bytes free."""
+    probe = Path(folder).absolute()
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if needed > free:
+        raise DataError(
+            f"the feature cache needs about {needed / 2**30:.2f} GiB but {probe} has {free / 2**30:.2f} GiB free; "
+            f"free some space, point data.features_dir elsewhere, store fewer layers, or train online (no features_dir)"
+        )
+    return free
+
+
+def _target_info(target: Target) -> dict:
+    info = target.describe()
+    info["dtype"] = str(target.dtype).removeprefix("torch.")
+    return info
+
+
+def write_feature_cache(
+    target: Target,
+    examples: list[Example],
+    folder: str | Path,
+    layers: list[int] | tuple[int, ...] = (),
+    dtype: str = "bfloat16",
+    batch_size: int = 8,
+    shard_mb: float = 1024,
+    progress: bool = True,
+    data_info: dict | None = None,
+) -> dict:
+    """Run the target over `examples` and write their features (padding excluded) into `folder`."""
+    if dtype not in STORAGE_DTYPES:
+        raise DataError(f"features.dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+    layers = sorted(set(layers))
+    bad = [layer for layer in layers if not 0 <= layer < target.num_layers]
+    if bad:
+        raise DataError(f"features.layers {bad} do not exist: the target has layers 0..{target.num_layers - 1}")
+    folder = Path(folder)
+    if (folder / INDEX_NAME).exists():
+        raise DataError(f"{folder} already holds a feature cache; delete it or choose another data.features_dir")
+    unique: dict[str, Example] = {}
+    for e in examples:
+        unique.setdefault(e.key, e)  # identical token ids have identical features: store them once
+    todo = sorted(unique.values(), key=lambda e: -len(e.input_ids))  # similar lengths together: less padding
+    tokens = sum(len(e.input_ids) for e in todo)
+    d, storage = target.hidden_size, STORAGE_DTYPES[dtype]
+    bytes_per_token = (1 + len(layers)) * d * storage.itemsize
+    shard_tokens = max(1, int(shard_mb * 2**20) // bytes_per_token)
+    n_shards = max(1, min(len(todo), tokens // shard_tokens))  # a shard holds whole examples
+    estimate = estimate_bytes(tokens, len(layers), d, dtype, n_shards, len(todo))
+    free = check_disk(folder, estimate)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    names = ["hidden"] + [f"layer_{layer}" for layer in layers]
+    shards: list[dict] = []
+    buffer: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+    entries: list[list] = []
+    buffered = 0
+
+    def flush() -> None:
+        nonlocal buffered, entries
+        name = f"shard-{len(shards):05d}.safetensors"
+        tensors = {n: torch.cat(buffer[n]).contiguous() for n in names}
+        save_file(tensors, str(folder / (name + ".tmp")), metadata={"format": "headstart-features"})
+        os.replace(folder / (name + ".tmp"), folder / name)
+        shards.append({"file": name, "tokens": buffered, "examples": entries})
+        for n in names:
+            buffer[n].clear()
+        entries, buffered = [], 0
+
+    start = time.perf_counter()
+    bar = tqdm(total=tokens, desc="features", unit="tok", disable=not progress)
+    for i in range(0, len(todo), batch_size):
+        chunk = todo[i : i + batch_size]
+        batch = collate([{"input_ids": e.input_ids, "loss_mask": e.loss_mask} for e in chunk])
+        batch = {k: v.to(target.device) for k, v in batch.items()}
+        out = batch_features(target, batch, tuple(layers))
+        values = {"hidden": out.hidden, **{f"layer_{layer}": out.features[layer] for layer in layers}}
+        for row, e in enumerate(chunk):
+            n = len(e.input_ids)
+            for name in names:
+                buffer[name].append(values[name][row, :n].to("cpu", storage))  # (n, D), padding dropped
+            entries.append([e.key, buffered, n])
+            buffered += n
+            if buffered >= shard_tokens:  # shards hold whole examples, at least shard_tokens tokens
+                flush()
+        bar.update(sum(len(e.input_ids) for e in chunk))
+        bar.set_postfix(tok_s=f"{bar.n / (time.perf_counter() - start):.0f}")
+    bar.close()
+    if buffered:
+        flush()
+    index = {
+        "format": "headstart-features",
+        "format_version": FORMAT_VERSION,
+        "target": _target_info(target),
+        "layers": layers,
+        "dtype": dtype,
+        "hidden_size": d,
+        "examples": len(todo),
+        "tokens": tokens,
+        "data": data_info or {},
+        "shards": shards,
+    }
+    tmp = folder / (INDEX_NAME + ".tmp")
+    tmp.write_text(json.dumps(index) + "\n")
+    os.replace(tmp, folder / INDEX_NAME)  # the index last: a folder without it is an unfinished cache
+    written = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    return {
+        "folder": str(folder),
+        "examples": len(todo),
+        "duplicates_stored_once": len(examples) - len(todo),
+        "tokens": tokens,
+        "layers": layers,
+        "dtype": dtype,
+        "shards": len(shards),
+        "estimated_bytes": estimate,
+        "written_bytes": written,
+        "free_bytes_before": free,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+class FeatureCache:
+    """An offline feature cache opened for reading; shards are mapped lazily, one handle each."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        path = self.folder / INDEX_NAME
+        if not path.is_file():
+            raise DataError(
+                f"{self.folder} is not a feature cache (no {INDEX_NAME}; an interrupted `headstart features` "
+                f"leaves none): run `headstart features RECIPE` to write it"
+            )
+        self.index = json.loads(path.read_text())
+        if self.index.get("format_version") != FORMAT_VERSION:
+            raise DataError(f"{path}: feature cache format {self.index.get('format_version')}, expected {FORMAT_VERSION}")
+        self.layers = list(self.index["layers"])
+        self.where = {
+            key: (s, offset, length)
+            for s, shard in enumerate(self.index["shards"])
+            for key, offset, length in shard["examples"]
+        }
+        self._handles: dict[int, object] = {}
+
+    def check(self, target: Target, layers: tuple[int, ...] | list[int] = ()) -> None:
+        """Refuse a cache made for another target, or one that lacks layers the head reads."""
+        made, now = self.index["target"], _target_info(target)
+        for field in ("name_or_path", "revision", "hidden_size", "num_hidden_layers", "vocab_size"):
+            if made.get(field) != now.get(field):
+                raise DataError(
+                    f"{self.folder} was made for another target ({field} {made.get(field)!r}, this target has "
+                    f"{now.get(field)!r}); its features cannot train a head for this one. Rerun `headstart features` "
+                    f"with this recipe into another data.features_dir"
+                )
+        missing = sorted(set(layers) - set(self.layers))
+        if missing:
+            raise DataError(
+                f"{self.folder} stores layers {self.layers} but the head reads layers {sorted(layers)} "
+                f"(missing {missing}); rerun `headstart features` with features.layers covering them"
+            )
+
+    def read(self, key: str, layers: tuple[int, ...] | list[int] = ()) -> dict[str, torch.Tensor]:
+        """One example's `cached_hidden` (T, D) and `cached_layer_<l>` (T, D), read from its shard."""
+        s, offset, length = self.where[key]
+        handle = self._handles.get(s)
+        if handle is None:
+            handle = self._handles[s] = safe_open(str(self.folder / self.index["shards"][s]["file"]), framework="pt")
+        out = {"cached_hidden": handle.get_slice("hidden")[offset : offset + length]}
+        for layer in layers:
+            out[f"cached_layer_{layer}"] = handle.get_slice(f"layer_{layer}")[offset : offset + length]
+        return out
+
+    def __getstate__(self):  # DataLoader workers open their own handles
+        return {**self.__dict__, "_handles": {}}
+
+
+class CachedFeatureDataset(ExampleDataset):
+    """Training examples with their features read from an offline cache instead of the target."""
+
+    def __init__(self, examples: list[Example], cache: FeatureCache, layers: tuple[int, ...] = ()):
+        super().__init__(examples)
+        missing = [e for e in examples if e.key not in cache.where]
+        if missing:
+            raise DataError(
+                f"{len(missing)} of {len(examples)} training examples are not in the feature cache {cache.folder} "
+                f"(first: {missing[0].source}): it was made from other data, another data.max_length or another "
+                f"chat template. Rerun `headstart features` for this recipe"
+            )
+        self.cache, self.layers = cache, tuple(layers)
+
+    def __getitem__(self, i: int) -> dict:
+        e = self.examples[i]
+        return {"input_ids": e.input_ids, "loss_mask": e.loss_mask, **self.cache.read(e.key, self.layers)}
+
+
+def training_dataset(examples: list[Example], features_dir: str | None, target: Target, layers=()) -> ExampleDataset:
+    """The trainer's dataset: online features (no `features_dir`), or read from the checked cache."""
+    if not features_dir:
+        return ExampleDataset(examples)
+    cache = FeatureCache(features_dir)
+    cache.check(target, layers)
+    return CachedFeatureDataset(examples, cache, layers)
+
+
+def recipe_feature_layers(recipe, target: Target, examples: list[Example]) -> list[int]:
+    """`features.layers`, or the layers the recipe's head reads (built untrained to ask it)."""
+    if recipe.features.layers is not None:
+        return list(recipe.features.layers)
+    from headstart.train.trainer import build_head
+
+    return list(build_head(recipe, target, examples).feature_layers)
+
+
+def write_features(recipe, target: Target, progress: bool = True) -> dict:
+    """`headstart features`: tokenise the recipe's training data and cache its features."""
+    from headstart.train.data import build_examples
+
+    data = recipe.data
+    if not data.features_dir:
+        raise DataError("set data.features_dir to the folder the feature cache is written to")
+    examples, data_stats = build_examples(
+        target.tokenizer, data.train_files, data.max_length, data.limit,
+        split=data.split, columns=data.columns, on_error=data.on_error,
+    )
+    info = {"train_files": data.train_files, "max_length": data.max_length, "limit": data.limit, "stats": data_stats}
+    stats = write_feature_cache(
+        target, examples, data.features_dir, recipe_feature_layers(recipe, target, examples), recipe.features.dtype,
+        recipe.features.batch_size, recipe.features.shard_mb, progress, info,
+    )
+    stats["data"] = data_stats
+    return stats
