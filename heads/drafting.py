@@ -20,7 +20,14 @@ import torch
 from torch import nn
 
 from headstart.decode.cache import truncate
-from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal, grow_tree, select_dynamic_tree
+from headstart.decode.tree import (
+    DraftState,
+    DynamicTreeSpec,
+    Proposal,
+    frontier_attention,
+    grow_tree,
+    select_dynamic_tree,
+)
 
 
 def float_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -93,15 +100,7 @@ class FeatureDrafter:
 
         def expand(frontier, parents, toks, depths):
             base = self.cache.get_seq_length()
-            m = len(frontier)
-            allowed = torch.zeros(m, base + m, dtype=torch.bool, device=dev)
-            allowed[:, :committed] = True
-            for row, c in enumerate(frontier):
-                j = parents[c]
-                while j >= 0:
-                    allowed[row, entry[j]] = True
-                    j = parents[j]
-                allowed[row, base + row] = True
+            allowed = frontier_attention(frontier, parents, entry, committed, base, dev)
             hid = torch.stack([outputs[parents[c]] if parents[c] >= 0 else h_root for c in frontier])[None]
             tok = torch.tensor([[toks[c] for c in frontier]], device=dev)
             pos = torch.tensor([[committed - 1 + depths[c] for c in frontier]], device=dev)

@@ -114,7 +114,7 @@ def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shape
     recipe = load_recipe(None, [
         f"data.train_files=[{tmp_path / 'conv.jsonl'}]", f"train.output_dir={tmp_path / 'run'}", f"head.kind={kind}",
         "data.eval_size=8", "data.max_length=64", "train.batch_size=4", "train.bf16=false", "train.lr=1e-2",
-        "train.max_steps=2", "train.save_steps=100", "train.ttt_steps=3", "head.draft_vocab_size=300",
+        "train.max_steps=2", "train.save_steps=1", "train.logging_steps=1", "train.ttt_steps=3", "head.draft_vocab_size=300",
         "decode.depth=3", "decode.top_k=2", "decode.total_tokens=5",
     ])
     before = {k: v.clone() for k, v in target.model.state_dict().items()}
@@ -129,6 +129,10 @@ def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shape
         assert torch.equal(value, before[name]), f"target weight {name} changed"
     assert not any(k.startswith(("embed", "model.")) for k in loaded.state_dict()), "no target weight in the head"
     assert summary["heldout"]["top1"] and "sim_accept_length" in summary["heldout"]
+    # The best checkpoint by the training window's simulated τ is kept beside the last one.
+    best = summary["best_checkpoint"]
+    assert best["step"] in (1, 2) and best["sim_accept_length"] >= 1.0
+    assert hs.load_heads(best["path"], target=target).kind == kind
     # It reloads identically and decodes losslessly with its stored tree settings.
     again = hs.load_heads(summary["final"], target=target)
     for (n, a), (_, b) in zip(loaded.state_dict().items(), again.state_dict().items()):

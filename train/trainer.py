@@ -73,6 +73,8 @@ class HeadTrainer(Trainer):
         self.target = target
         self.train_config = train_config
         self._metrics: dict[str, list[float]] = defaultdict(list)
+        self._recent_sim: float | None = None  # simulated τ of the last logging window
+        self.best: dict | None = None  # {"step", "sim_accept_length", "path"} of the best checkpoint
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         features = batch_features(self.target, inputs, model.feature_layers)
@@ -94,6 +96,7 @@ class HeadTrainer(Trainer):
         if self._metrics and "loss" in logs:
             logs.update({k: round(sum(v) / len(v), 4) for k, v in self._metrics.items()})
             self._metrics.clear()
+            self._recent_sim = logs.get("sim_accept_length", self._recent_sim)
         super().log(logs, start_time)
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
@@ -104,6 +107,18 @@ class HeadTrainer(Trainer):
                 save_heads(heads, output_dir or self.args.output_dir, self.target, state=state_dict)
             else:
                 heads.save_pretrained(output_dir or self.args.output_dir, self.target)
+            self._keep_best(heads, state_dict)
+
+    def _keep_best(self, heads, state_dict: dict | None) -> None:
+        """Copy the head to output_dir/best when the simulated τ of the latest logging window beats
+        every earlier checkpoint's (EAGLE-3's training-time-test proxy; SpecForge's simulated_acc_len)."""
+        sim = self._recent_sim
+        if sim is None or (self.best is not None and sim <= self.best["sim_accept_length"]):
+            return
+        best = Path(self.args.output_dir) / "best"
+        record = {"step": self.state.global_step, "sim_accept_length": sim, "path": str(best)}
+        save_heads(heads, best, self.target, extra={"best": record}, state=state_dict)
+        self.best = record
 
 
 def unpartitioned(trainer: Trainer, heads, target: Target):
@@ -278,6 +293,7 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         "train_examples": len(train_ex),
         "heldout_examples": len(eval_ex),
         "heldout": {k: v for k, v in accuracy.items() if k != "topk_accuracy"},
+        "best_checkpoint": trainer.best,  # by the simulated τ of the training window before each save
     }
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
         heads.save_pretrained(final, target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})

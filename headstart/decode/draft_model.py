@@ -12,7 +12,14 @@ from __future__ import annotations
 import torch
 
 from headstart.decode.cache import truncate
-from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal, grow_tree, select_dynamic_tree
+from headstart.decode.tree import (
+    DraftState,
+    DynamicTreeSpec,
+    Proposal,
+    frontier_attention,
+    grow_tree,
+    select_dynamic_tree,
+)
 
 
 class VocabularyMismatch(ValueError):
@@ -106,14 +113,7 @@ class DraftModelProposer:
         def expand(frontier, parents, tokens, depths):
             base = self.cache.get_seq_length()
             n = len(frontier)
-            allowed = torch.zeros(n, base + n, dtype=torch.bool, device=dev)
-            allowed[:, : root_pos + 1] = True  # the prefix and the root
-            for row, c in enumerate(frontier):
-                j = parents[c]
-                while j >= 0:
-                    allowed[row, fed[j]] = True
-                    j = parents[j]
-                allowed[row, base + row] = True
+            allowed = frontier_attention(frontier, parents, fed, root_pos + 1, base, dev)  # prefix and root
             qpos = torch.tensor([root_pos + depths[c] for c in frontier], device=dev)
             kpos = torch.zeros(base + n, dtype=torch.long, device=dev)
             kpos[: root_pos + 1] = torch.arange(root_pos + 1, device=dev)

@@ -291,6 +291,25 @@ def grow_tree(root_logp: torch.Tensor, spec: "DynamicTreeSpec", expand, token_id
     return parents, scores, tokens, depths
 
 
+def frontier_attention(frontier: list[int], parents: list[int], entry: dict[int, int], prefix: int, base: int, device=None) -> torch.Tensor:
+    """(len(frontier), base + len(frontier)) bool: what each newly fed frontier node may attend in a drafter's cache.
+
+    The cache holds `prefix` committed entries, then the tree entries fed so far (`entry[c]`: the
+    cache index of candidate c), and the frontier is appended at `base`. A node sees the prefix,
+    its ancestors' entries and itself.
+    """
+    m = len(frontier)
+    allowed = torch.zeros(m, base + m, dtype=torch.bool, device=device)
+    allowed[:, :prefix] = True
+    for row, c in enumerate(frontier):
+        j = parents[c]
+        while j >= 0:
+            allowed[row, entry[j]] = True
+            j = parents[j]
+        allowed[row, base + row] = True
+    return allowed
+
+
 @dataclass(frozen=True)
 class DynamicTreeSpec:
     """The budget a dynamic drafter (EAGLE-2) grows its tree within."""
