@@ -24,6 +24,7 @@ from torch import nn
 from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
 from headstart.heads.drafting import FeatureDrafter, Rotary, float_mask
 from headstart.heads.eagle import check_architecture, draft_vocab_options
+from headstart.heads.medusa import simulated_accept_length
 
 
 def llama_draft_config(target_config, hidden_act: str = "silu"):
@@ -236,11 +237,7 @@ class Eagle3Head(nn.Module):
             metrics[f"step{i}_top1"] = acc
             metrics[f"step{i}_ce"] = ce.item()
             accs.append(acc)
-        sim, run = 1.0, 1.0
-        for a in accs:
-            run *= a
-            sim += run
-        metrics["sim_accept_length"] = sim
+        metrics["sim_accept_length"] = simulated_accept_length(accs)
         return total, metrics
 
     # ---- decoding ----

@@ -30,11 +30,7 @@ def measure_steps(target, heads, examples, cfg, batch_size: int = 4) -> dict:
     mean = {k: v / max(weight, 1.0) for k, v in sums.items()}
     steps = sorted(int(k[4:-5]) for k in mean if k.startswith("step") and k.endswith("_top1"))
     top1 = [round(mean[f"step{i}_top1"], 4) for i in steps]
-    sim, run = 1.0, 1.0
-    for a in top1:
-        run *= a
-        sim += run
-    return {"top1": top1, "sim_accept_length": round(sim, 4), "tokens": int(weight),
+    return {"top1": top1, "sim_accept_length": round(simulated_accept_length(top1), 4), "tokens": int(weight),
             **{k: round(v, 4) for k, v in mean.items() if not k.startswith("step") and k != "sim_accept_length"}}
 
 
