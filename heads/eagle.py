@@ -18,6 +18,7 @@ from torch import nn
 
 from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
 from headstart.heads.drafting import FeatureDrafter, Rotary, causal_mask, single_layer_config
+from headstart.heads.medusa import index_in_draft_vocab
 
 
 class ArchitectureMismatch(ValueError):
@@ -137,9 +138,7 @@ class EagleHead(nn.Module):
 
     def draft_index(self, ids: torch.Tensor) -> torch.Tensor:
         """Target ids -> index in the draft vocabulary, -1 outside it."""
-        table = torch.full((self.options["vocab_size"],), -1, dtype=torch.long, device=ids.device)
-        table[self.draft_ids.to(ids.device)] = torch.arange(self.draft_ids.numel(), device=ids.device)
-        return table[ids]
+        return index_in_draft_vocab(self.draft_ids, self.options["vocab_size"], ids)
 
     # ---- training ----
     def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:

@@ -115,9 +115,7 @@ class MedusaHeads(nn.Module):
 
     def draft_index(self, labels: torch.Tensor) -> torch.Tensor:
         """Target ids -> index in the draft vocabulary, -1 where the token is outside it."""
-        table = torch.full((self.options["vocab_size"],), -1, dtype=torch.long, device=labels.device)
-        table[self.draft_ids.to(labels.device)] = torch.arange(self.draft_ids.numel(), device=labels.device)
-        return table[labels]
+        return index_in_draft_vocab(self.draft_ids, self.options["vocab_size"], labels)
 
     def save_pretrained(self, folder, target=None, extra: dict | None = None):
         """Write config.json + model.safetensors (this head only) to `folder`."""
@@ -213,6 +211,13 @@ class MedusaHeads(nn.Module):
         nodes_depth = tree.depth[1:].to(ranked.device) - 1
         nodes_choice = tree.choice[1:].to(ranked.device)
         return Proposal(tokens=ranked[:, nodes_depth, nodes_choice], tree=tree)
+
+
+def index_in_draft_vocab(draft_ids: torch.Tensor, vocab_size: int, ids: torch.Tensor) -> torch.Tensor:
+    """Target ids -> their index in `draft_ids` (the draft vocabulary), -1 where absent."""
+    table = torch.full((vocab_size,), -1, dtype=torch.long, device=ids.device)
+    table[draft_ids.to(ids.device)] = torch.arange(draft_ids.numel(), device=ids.device)
+    return table[ids]
 
 
 def simulated_accept_length(top1: list[float]) -> float:
