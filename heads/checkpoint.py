@@ -42,6 +42,12 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     weights_tmp = folder / f".{WEIGHTS_NAME}.tmp"
     save_file(state, weights_tmp, metadata={"format": "pt", "kind": heads.kind})
     os.replace(weights_tmp, folder / WEIGHTS_NAME)
+    if target is not None and getattr(target, "adapter", None):
+        # Medusa-2: the LoRA adapter the heads were trained with goes beside them (PEFT's files);
+        # loading the head puts it back on the target, which then verifies as the adapted model.
+        from headstart.train.joint import save_adapter
+
+        config["adapter"] = save_adapter(target, folder)
     _write_config(folder, config)
     return folder
 
@@ -131,7 +137,8 @@ def resolve_folder(path_or_repo_id: str | Path, revision: str | None = None) -> 
         raise CheckpointError(f"{path_or_repo_id} is neither a folder nor a Hub repo id (owner/name)")
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(str(path_or_repo_id), revision=revision, allow_patterns=[CONFIG_NAME, WEIGHTS_NAME]))
+    patterns = [CONFIG_NAME, WEIGHTS_NAME, "adapter_config.json", "adapter_model.safetensors"]
+    return Path(snapshot_download(str(path_or_repo_id), revision=revision, allow_patterns=patterns))
 
 
 def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = False, revision: str | None = None):
@@ -165,4 +172,11 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
             raise CheckpointError(f"{weights}: {name} has shape {tuple(state[name].shape)}, expected {tuple(tensor.shape)}")
     heads.load_state_dict(state, strict=True)
     heads.target_info = config["target"]
+    if config.get("adapter"):  # Medusa-2: the target verifies as the adapted model from here on
+        from headstart.train.joint import AdapterError, load_adapter
+
+        try:
+            load_adapter(target, folder)
+        except AdapterError as e:
+            raise CheckpointError(str(e)) from None
     return heads.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)

@@ -192,3 +192,7 @@ class EagleHead(nn.Module):
     def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
         """Grow an EAGLE-2 tree from the features the target committed since the last call."""
         return self._drafter.propose(state, spec)
+
+    def drafter(self) -> FeatureDrafter:
+        """A fresh drafting state (the head's own KV cache) for one sequence: the engine makes one per row."""
+        return FeatureDrafter(self)

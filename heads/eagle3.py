@@ -244,3 +244,7 @@ class Eagle3Head(nn.Module):
     def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
         """Grow an EAGLE-2 tree from the three-layer features committed since the last call."""
         return self._drafter.propose(state, spec)
+
+    def drafter(self) -> FeatureDrafter:
+        """A fresh drafting state (the head's own KV cache) for one sequence: the engine makes one per row."""
+        return FeatureDrafter(self)

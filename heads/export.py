@@ -288,16 +288,46 @@ def _layout(name: str, kind: str) -> Layout:
     return layout
 
 
-def export(heads_or_folder, target, folder: str | Path, layout: str = "headstart", dtype: torch.dtype | None = None) -> Path:
+def export(
+    heads_or_folder,
+    target,
+    folder: str | Path,
+    layout: str = "headstart",
+    dtype: torch.dtype | None = None,
+    merged_target: str | None = None,
+) -> Path:
     """Write a head (module or headstart folder) to `folder` in `layout`; returns the folder.
 
     `target` (a headstart Target) is checked against the head and supplies the lm_head rows that
     layouts without a shared-lm_head notion need; it may be None when `needs_target` is False.
     `dtype` casts floating tensors (e.g. torch.bfloat16 for serving). Nothing is written unless
     every required tensor and config key is present; the folder appears complete or not at all.
+
+    A Medusa-2 head (trained with a LoRA adapter on the target) verifies against the adapted
+    target. In our layout its adapter files travel with it; serving layouts hold no adapter, so
+    they are written only for a merged target (`merged_target`: the folder it was saved to, which
+    the exported config then names as the head's target).
     """
     config, state = _checkpoint(heads_or_folder, target)
     lay = _layout(layout, config["kind"])
+    extra_files = {}
+    if config.get("adapter"):
+        if merged_target is not None:
+            config = {k: v for k, v in config.items() if k != "adapter"}
+            config["target"] = {**config["target"], "name_or_path": str(merged_target), "merged_adapter": True}
+        elif layout != "headstart":
+            raise ExportError(
+                f"this Medusa-2 head verifies against its target with a LoRA adapter, which the {layout!r} layout "
+                "cannot hold: merge the adapter into the target (headstart export --merged-target DIR) and serve the "
+                "head with the merged model"
+            )
+        elif isinstance(heads_or_folder, torch.nn.Module):
+            raise ExportError("export a Medusa-2 head from its saved folder (the adapter files travel with it)")
+        else:
+            from headstart.train.joint import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+
+            src = Path(heads_or_folder)
+            extra_files = {ADAPTER_CONFIG: (src / ADAPTER_CONFIG).read_text(), ADAPTER_WEIGHTS: _read_safetensors(src / ADAPTER_WEIGHTS)}
     if target is not None:  # shapes must agree; another target's name is the user's choice
         check_target(config, target, str(heads_or_folder), allow_other_target=True)
     elif lay.needs_target(config):
@@ -318,7 +348,7 @@ def export(heads_or_folder, target, folder: str | Path, layout: str = "headstart
     _check_exported(out, lay, layout)
     if not isinstance(heads_or_folder, torch.nn.Module) and Path(heads_or_folder).resolve() == Path(folder).resolve():
         raise ExportError(f"export into a new folder, not over the head's own folder {folder}")
-    files = {CONFIG_NAME: json.dumps(out.config, indent=2) + "\n", out.weights_name: out.tensors}
+    files = {CONFIG_NAME: json.dumps(out.config, indent=2) + "\n", out.weights_name: out.tensors, **extra_files}
     return write_folder(folder, files, metadata={"format": "pt", "layout": layout})
 
 

@@ -21,7 +21,10 @@ from headstart.heads.checkpoint import CONFIG_NAME, WEIGHTS_NAME, CheckpointErro
 
 CARD_NAME = "README.md"
 #: the files a head folder may publish, per layout (the weights file is the only large one)
-HEAD_FILES = (CONFIG_NAME, WEIGHTS_NAME, "medusa_lm_head.safetensors")
+HEAD_FILES = (
+    CONFIG_NAME, WEIGHTS_NAME, "medusa_lm_head.safetensors",
+    "adapter_config.json", "adapter_model.safetensors",  # Medusa-2: the LoRA adapter trained with the heads
+)
 
 
 class HubError(RuntimeError):
@@ -148,6 +151,7 @@ def model_card(config: dict, repo_id: str, files: list[str], card_extra: str | N
         "",
         f"Layout: `{layout}`. Files: {', '.join(f'`{f}`' for f in files)}.",
         "",
+        *_adapter_text(ours),
         "## Head",
         "",
         *_table(["option", "value"], [[k, json.dumps(v)] for k, v in sorted(options.items())]),
@@ -164,6 +168,20 @@ def model_card(config: dict, repo_id: str, files: list[str], card_extra: str | N
     if card_extra:
         lines += [card_extra.rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _adapter_text(ours: dict) -> list[str]:
+    if not ours.get("adapter"):
+        return []
+    a = ours["adapter"]
+    return [
+        f"**Medusa-2: the heads were trained jointly with a LoRA adapter on the target** (rank {a.get('r')}, "
+        f"alpha {a.get('lora_alpha')}; `{a.get('config')}`, `{a.get('weights')}`, PEFT's format). The model that "
+        "verifies the drafts, and whose output speculative decoding reproduces, is the **adapted** target, not "
+        "the base model: headstart puts the adapter on the target when it loads the head. For serving, merge it "
+        "into the target (`headstart export --head HEAD --merged-target DIR`) and serve the merged model with the head.",
+        "",
+    ]
 
 
 def _usage(layout: str, repo_id: str, target_name: str, head: dict) -> list[str]:

@@ -177,22 +177,29 @@ def cmd_export(args) -> int:
         target = None
         # The target is loaded only when the layout must hold its weights (a shared lm_head's rows);
         # without a recipe, it is the target the head records.
-        if needs_target(head, args.layout):
+        if args.merged_target or needs_target(head, args.layout):
             if args.recipe is None:
                 recorded = (read_config(head).get("target") or {}).get("name_or_path")
                 args.overrides = [f"target.name_or_path={recorded}", *args.overrides]
             target = _target(_recipe(args))
+        if args.merged_target:
+            # Medusa-2: the adapter goes into the target's weights, saved as a model to serve.
+            from headstart.train.joint import save_merged_target
+
+            save_merged_target(head, target, args.merged_target)
+            print(f"merged the head's LoRA adapter into its target and saved that model to {args.merged_target}")
         dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}.get(args.dtype)
         with tempfile.TemporaryDirectory(prefix="headstart-export-") as tmp:
             if args.out is None and args.layout == "headstart":
                 out = head  # the head folder is already in our layout: publish it as it is
             else:
-                out = export(head, target, args.out or Path(tmp) / "head", args.layout, dtype=dtype)
+                out = export(head, target, args.out or Path(tmp) / "head", args.layout, dtype=dtype,
+                             merged_target=args.merged_target)
                 print(f"wrote the {args.layout} layout of {head} to {out}")
             if args.push_to_hub:
                 url = push_to_hub(out, args.push_to_hub, private=args.private, revision=args.revision)
                 print(f"pushed {out} to {args.push_to_hub}: {url}")
-    except (ExportError, HubError) as e:
+    except (ExportError, HubError, ValueError) as e:
         print(f"headstart export: error: {e}", file=sys.stderr)
         return 2
     return 0
@@ -253,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layout", default="headstart", help="headstart, vllm-medusa, medusa, eagle3 or speculators (the recipe's target is loaded only when the layout needs it: a shared lm_head's rows, an EAGLE-3 layer's config)")
     s.add_argument("--out", default=None, help="folder to write (replaced atomically)")
     s.add_argument("--dtype", default=None, choices=["bfloat16", "float16", "float32"], help="cast the weights (default: as trained)")
+    s.add_argument("--merged-target", default=None, metavar="DIR", help="Medusa-2 heads: merge the LoRA adapter into the target, save that model to DIR (to serve with the head)")
     s.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the head files and a model card to this Hub repo")
     s.add_argument("--private", action="store_true", help="create the Hub repo private")
     s.add_argument("--revision", default=None, help="Hub branch to commit to (created if missing)")

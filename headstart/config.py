@@ -84,6 +84,7 @@ class HeadConfig:
     num_layers: int = _f(1, "Medusa: residual SiLU blocks per head")
     shared_lm_head: bool = _f(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
     draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary")
+    init_from: str | None = _f(None, "start from this trained head folder (e.g. Medusa-1 heads before Medusa-2's joint stage) instead of new heads")
     feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4")
 
 
@@ -114,6 +115,16 @@ class TrainConfig:
     resume_from_checkpoint: str | None = _f(None, "checkpoint folder to resume, or 'last' for the newest in output_dir")
     dataloader_workers: int = _f(0, "DataLoader worker processes")
     deepspeed: str | None = _f(None, "DeepSpeed JSON config (e.g. scripts/ds_zero2.json); None = plain torch")
+    joint: bool = _f(False, "Medusa-2: train LoRA adapters on the target together with the heads; decoding then verifies with the ADAPTED target")
+    lora_r: int = _f(32, "Medusa-2: LoRA rank")
+    lora_alpha: int = _f(16, "Medusa-2: LoRA alpha (scale alpha / r)")
+    lora_dropout: float = _f(0.05, "Medusa-2: dropout on the LoRA input")
+    lora_targets: str = _f("all-linear", "Medusa-2: 'all-linear' (every linear layer but the lm_head) or comma-separated module names, e.g. q_proj,v_proj")
+    backbone_loss: str = _f("kl", "Medusa-2: the backbone's own loss: kl (KL to the base model's distribution, adapters off) or lm (next-token CE on the data)")
+    backbone_loss_weight: float = _f(1.0, "Medusa-2: weight of the backbone's own loss")
+    head_loss_weight: float = _f(0.2, "Medusa-2: weight of the heads' loss (Medusa's heads coefficient)")
+    head_loss_warmup: float = _f(0.1, "Medusa-2: fraction of the steps over which the heads' loss weight rises linearly from 0")
+    head_lr_multiplier: float = _f(4.0, "Medusa-2: the heads' learning rate is lr times this (the adapters use lr)")
 
 
 @dataclass

@@ -64,6 +64,9 @@ class Target:
         self.config = model.config
         self.base = model.base_model
         self.layers = self._find_layers()
+        # Medusa-2: LoRA adapters trained with the heads (headstart.train.joint). While set, the
+        # target that decodes and verifies is the adapted model; this records where they came from.
+        self.adapter: dict | None = None
 
     @classmethod
     def from_pretrained(
@@ -170,6 +173,19 @@ class Target:
         feature_layers: list[int] | tuple[int, ...] = (),
     ) -> TargetOutput:
         """Run the base model over input_ids (B, T); hook only the decoder layers asked for."""
+        return self.forward_with_grad(input_ids, attention_mask, position_ids, cache, feature_layers)
+
+    __call__ = forward
+
+    def forward_with_grad(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | dict | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache=None,
+        feature_layers: list[int] | tuple[int, ...] = (),
+    ) -> TargetOutput:
+        """`forward` without `no_grad`: Medusa-2 trains LoRA adapters on the target through it."""
         features: dict[int, torch.Tensor] = {}
         handles = [self.layers[i].register_forward_hook(self._tap(i, features)) for i in feature_layers]
         try:
@@ -185,8 +201,6 @@ class Target:
                 h.remove()
         return TargetOutput(hidden=out.last_hidden_state, features=features)
 
-    __call__ = forward
-
     def tree_forward(
         self,
         input_ids: torch.Tensor,
@@ -201,24 +215,48 @@ class Target:
         visible (N, N) bool: node i may attend node j (its ancestors and itself). positions (B, N):
         absolute positions (prefix length + depth). The prefix is fully visible to every node.
         """
-        n = input_ids.shape[1]
-        allowed = torch.ones(n, past_len + n, dtype=torch.bool, device=input_ids.device)
-        allowed[:, past_len:] = visible
-        key_pos = torch.cat([torch.arange(past_len, device=positions.device), positions[0]])
-        mask = self.attention_mask(allowed, positions[0], key_pos)
+        b, n = input_ids.shape
+        prefix_valid = torch.ones(b, past_len, dtype=torch.bool, device=input_ids.device)
+        prefix_pos = torch.arange(past_len, device=positions.device).expand(b, -1)
+        return self.batch_tree_forward(
+            input_ids, visible.expand(b, n, n), positions, cache, prefix_valid, prefix_pos, feature_layers
+        )
+
+    def batch_tree_forward(
+        self,
+        input_ids: torch.Tensor,
+        visible: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        prefix_valid: torch.Tensor,
+        prefix_pos: torch.Tensor,
+        feature_layers: list[int] | tuple[int, ...] = (),
+    ) -> TargetOutput:
+        """Forward a tree of Q inputs per row (B, Q) over cached slots that differ from row to row.
+
+        visible (B, Q, Q) bool: what each input may attend within its row's tree. positions (B, Q):
+        absolute positions in the row's own sequence. prefix_valid (B, L) bool: the cached slots a
+        row may attend (padding and holes left by other rows are not); prefix_pos (B, L): their
+        positions, which sliding-window layers compare with the queries'.
+        """
+        q = input_ids.shape[1]
+        allowed = torch.cat([prefix_valid[:, None, :].expand(-1, q, -1), visible], dim=2)  # (B, Q, L + Q)
+        key_pos = torch.cat([prefix_pos, positions], dim=1)  # (B, L + Q)
+        mask = self.attention_mask(allowed, positions, key_pos)
         return self.forward(input_ids, mask, positions, cache, feature_layers)
 
     def attention_mask(self, allowed: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor):
-        """A 4D float mask (1, 1, Q, K) from a bool pattern; sliding-window layers get their window.
+        """A 4D float mask (B, 1, Q, K) from a bool pattern; sliding-window layers get their window.
 
-        Models whose config lists `layer_types` take a dict keyed by layer type; Mistral-style
-        models with one `sliding_window` for all layers take the windowed mask alone.
+        allowed (B, Q, K) with positions query_pos (B, Q) and key_pos (B, K), or (Q, K), (Q,), (K,)
+        for a batch of one. Models whose config lists `layer_types` take a dict keyed by layer type;
+        Mistral-style models with one `sliding_window` for all layers take the windowed mask alone.
         """
         window = getattr(self.config, "sliding_window", None)
         layer_types = getattr(self.config, "layer_types", None)
         windowed = None
         if window:
-            windowed = allowed & (key_pos[None, :] > query_pos[:, None] - window)
+            windowed = allowed & (key_pos[..., None, :] > query_pos[..., :, None] - window)
         if layer_types and "sliding_attention" in layer_types:
             return {
                 "full_attention": self._float_mask(allowed),
@@ -231,7 +269,7 @@ class Target:
     def _float_mask(self, allowed: torch.Tensor) -> torch.Tensor:
         mask = torch.zeros(allowed.shape, dtype=self.dtype, device=allowed.device)
         mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
-        return mask[None, None]  # (1, 1, Q, K)
+        return mask[:, None] if mask.ndim == 3 else mask[None, None]  # (B, 1, Q, K)
 
     def new_cache(self):
         """An empty growing cache with a full-length layer per decoder layer (rollback needs them)."""

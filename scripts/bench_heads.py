@@ -21,15 +21,11 @@ from headstart.config import load_recipe
 from headstart.decode.generate import SpeculativeGenerator, greedy_generate
 from headstart.embedded import embedded_target
 from headstart.eval.prompts import load_eval_prompts
+from headstart.eval.run import encode
 from headstart.heads.checkpoint import load_heads
 from headstart.train.trainer import train
 
 KINDS = ("medusa", "eagle", "eagle3")
-
-
-def encode(tok, messages: list[dict]) -> torch.Tensor:
-    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return torch.tensor([tok(text, add_special_tokens=False).input_ids])
 
 
 def main() -> None:

@@ -144,3 +144,34 @@ def test_tune_tree_picks_a_tree_the_generator_uses(tmp_path):
     loaded = hs.load_heads(tmp_path / "h", target=target)
     gen = hs.SpeculativeGenerator(target, loaded)  # tree="auto" takes the stored tree
     assert gen.tree.paths == tuple(sorted(paths, key=lambda p: (len(p), p)))
+
+
+def test_ragged_cache_commits_paths_per_row_and_squeezes_holes_out():
+    from transformers import DynamicCache
+
+    from headstart.decode.cache import RaggedCache
+
+    def ids(t):  # (B, T) markers -> (B, H=1, T, D=1) keys or values
+        return t[:, None, :, None].float()
+
+    # Two rows, one layer; a slot's key holds 100 * row + its position in the row (-1: padding).
+    prefix = torch.tensor([[-1, 0, 1], [0, 1, 2]])  # row 0 left-padded
+    cache = DynamicCache()
+    cache.update(ids(prefix + torch.tensor([[0], [100]])), ids(prefix), 0)
+    slots = RaggedCache(cache, prefix >= 0, prefix.clamp(min=0))
+    # A verification appended 4 tree inputs per row; row 0 keeps inputs [0, 2], row 1 keeps [0, 1, 3].
+    tree = torch.tensor([[10, 11, 12, 13], [110, 111, 112, 113]])
+    cache.update(ids(tree), ids(tree), 0)
+    slots.commit(torch.tensor([[0, 2, 2], [0, 1, 3]]), torch.tensor([2, 3]), torch.tensor([2, 3]))
+    keys = cache.layers[0].keys[:, 0, :, 0].long()
+    assert keys[0, 3:5].tolist() == [10, 12] and keys[1, 3:].tolist() == [110, 111, 113]
+    assert slots.valid.tolist() == [[False, True, True, True, True, False], [True] * 6]
+    assert slots.positions[0, 3:5].tolist() == [2, 3] and slots.positions[1, 3:].tolist() == [3, 4, 5]
+    slots.compact(longest=6)  # nothing to squeeze in row 1: the cache keeps 6 slots, row 0 right-aligned
+    keys = cache.layers[0].keys[:, 0, :, 0].long()
+    assert keys[0, 2:].tolist() == [0, 1, 10, 12] and slots.valid[0].tolist() == [False, False, True, True, True, True]
+    assert slots.positions[0, 2:].tolist() == [0, 1, 2, 3]
+    slots.select_rows(torch.tensor([0]))  # row 1 finished
+    slots.compact(longest=4)
+    assert cache.layers[0].keys[0, 0, :, 0].long().tolist() == [0, 1, 10, 12] and slots.valid.all()
+    assert cache.get_seq_length() == slots.length == 4

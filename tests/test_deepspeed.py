@@ -1,4 +1,5 @@
-"""Two processes under the DeepSpeed launcher (CPU, gloo) train the same head as one plain process.
+"""Two processes (the DeepSpeed launcher, or plain DDP under torchrun; CPU, gloo) train the same
+head as one plain process.
 
 The check: with the same global batch (2 processes x 2 sequences = 1 process x 4), every step's
 logged loss and the saved head agree to float precision. It holds because the data order is the
@@ -84,14 +85,24 @@ def step_losses(run: Path) -> list[float]:
 
 
 @pytest.mark.slow
-def test_two_deepspeed_processes_match_one_plain_process(setup):
-    env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", MASTER_PORT=str(free_port()), NUM_GPUS="2")
+@pytest.mark.parametrize("launcher", ["deepspeed", "deepspeed-zero3", "torchrun"])
+def test_two_processes_match_one_plain_process(setup, launcher):
+    """DeepSpeed ZeRO-2 (the launcher script's default), ZeRO-3 (the frozen target partitioned
+    across the processes too) and plain DDP under torchrun."""
+    port = free_port()
+    env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", MASTER_PORT=str(port), NUM_GPUS="2")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR"):
         env.pop(key, None)
-    warm_deepspeed_op(env)
-    cmd = ["bash", str(ROOT / "scripts" / "train_deepspeed.sh"), str(setup / "recipe.yaml"),
-           "train.batch_size=2", f"train.output_dir={setup / 'ds'}"]
+    args = [str(setup / "recipe.yaml"), "train.batch_size=2", f"train.output_dir={setup / 'ds'}"]
+    if launcher.startswith("deepspeed"):
+        if launcher == "deepspeed-zero3":
+            env["DS_CONFIG"] = str(ROOT / "scripts" / "ds_zero3.json")
+        warm_deepspeed_op(env)
+        cmd = ["bash", str(ROOT / "scripts" / "train_deepspeed.sh"), *args]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+               "-m", "headstart.cli", "train", *args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 

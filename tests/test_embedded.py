@@ -69,3 +69,33 @@ def test_quick_demo_end_to_end(tmp_path):
     assert by["medusa"]["acceptance"]["tau"] >= 1.0
     config = json.loads((tmp_path / "run" / "final" / "config.json").read_text())
     assert config["target"]["name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@pytest.mark.embedded
+def test_medusa2_with_kl_keeps_smollm2_greedy_output(tmp_path, smol32):
+    """A short Medusa-2 run on the real SmolLM2 (LoRA on every linear layer, KL to the base model):
+    held-out greedy outputs stay the base model's. The adapters are removed afterwards (shared fixture)."""
+    from headstart.config import load_recipe
+    from headstart.eval.prompts import load_eval_prompts
+    from headstart.train import joint as medusa2
+    from headstart.train.trainer import train
+
+    recipe = load_recipe(ROOT / "recipes" / "smollm2-135m" / "medusa2.yaml", [
+        f"train.output_dir={tmp_path / 'run'}", "data.limit=40", "data.eval_size=8", "data.max_length=128",
+        "train.max_steps=4", "train.batch_size=2", "train.max_minutes=null", "target.dtype=float32",
+    ])
+    tok = smol32.tokenizer
+    heldout = load_eval_prompts(ROOT / "data" / "prompts" / "eval.jsonl", 6)
+    texts = [tok.apply_chat_template(p.messages, tokenize=False, add_generation_prompt=True) for p in heldout]
+    ids = [torch.tensor([tok(t, add_special_tokens=False).input_ids]) for t in texts]
+    before = [greedy_generate(smol32, x, 24).sequences for x in ids]
+    try:
+        summary = train(recipe, smol32)
+        assert summary["steps"] == 4 and smol32.adapter is not None
+        assert any(v.abs().sum() > 0 for k, v in smol32.model.state_dict().items() if "lora_B" in k)
+        after = [greedy_generate(smol32, x, 24).sequences for x in ids]
+    finally:
+        if smol32.adapter is not None:
+            medusa2._remove_adapter(smol32)
+    same = sum(torch.equal(a, b) for a, b in zip(after, before))
+    assert same == len(ids), f"{len(ids) - same} of {len(ids)} held-out greedy outputs changed"

@@ -78,7 +78,8 @@ class DynamicOracle:
             tokens.append(self.cont[j] if j < len(self.cont) else 0)
             scores.append(-0.1 * (d + 1))
             prev = len(tokens) - 1
-        for _ in range(spec.total_tokens):  # wrong branches hanging off random nodes
+        wrong = int(torch.randint(1, spec.total_tokens + 1, (1,), generator=self.gen))  # trees of varying size
+        for _ in range(wrong):  # wrong branches hanging off random nodes
             parent = int(torch.randint(-1, len(tokens), (1,), generator=self.gen))
             parents.append(parent)
             tokens.append(int(torch.randint(0, VOCAB, (1,), generator=self.gen)))
@@ -125,6 +126,123 @@ def test_ragged_batch_equals_rows_alone(tree):
         alone = greedy_generate(target, ids[i : i + 1, ids.shape[1] - n :], 20, eos_token_id=[])
         assert out.sequences[i, : n + 20].tolist() == alone.sequences[0].tolist()
     assert out.new_lengths == [20] * 4 and out.finish_reasons == ["length"] * 4
+
+
+class StaticOracle:
+    """One row's static drafter: the target's greedy continuation down to a random depth, wrong below."""
+
+    kind = "oracle"
+    needs_features = True  # for state.start and state.committed: where the row stands
+
+    def __init__(self, continuation: list[int], prompt_len: int, seed: int = 0):
+        self.cont, self.prompt_len = continuation, prompt_len
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def propose(self, state: DraftState, tree) -> Proposal:
+        pos = state.start + state.committed.shape[1] - self.prompt_len  # index of the root in cont
+        assert self.cont[pos] == int(state.root[0])
+        good_depth = int(torch.randint(0, tree.max_depth + 1, (1,), generator=self.gen))
+        tokens = []
+        for d, c in zip(tree.depth[1:].tolist(), tree.choice[1:].tolist()):
+            j = pos + d
+            right = self.cont[j] if j < len(self.cont) else 0
+            tokens.append(right if c == 0 and d <= good_depth else (right + 1 + c) % VOCAB)
+        return Proposal(torch.tensor([tokens]), tree)
+
+
+class RowOracles:
+    """A head whose `drafter()` hands the rows of a batch, in order, an oracle of their own continuation.
+
+    Each row accepts a different random number of drafts at each step, so the batch cache gets holes.
+    """
+
+    kind = "oracle"
+
+    def __init__(self, continuations: list[list[int]], prompt_lens: list[int], dynamic: bool):
+        oracle = DynamicOracle if dynamic else StaticOracle
+        self.dynamic = dynamic
+        self.needs_features = True
+        self._rows = iter([oracle(c, n, seed=i) for i, (c, n) in enumerate(zip(continuations, prompt_lens))])
+
+    def drafter(self):
+        return next(self._rows)
+
+    def propose(self, state, tree):
+        raise AssertionError("the engine drafts through one drafter per row")
+
+
+def _ragged_batch(lengths, seed=0):
+    """Prompts of the given lengths, left-padded into one batch with an attention mask, and each alone."""
+    g = torch.Generator().manual_seed(seed)
+    width = max(lengths)
+    ids = torch.zeros(len(lengths), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    alone = []
+    for i, n in enumerate(lengths):
+        alone.append(torch.randint(1, VOCAB, (1, n), generator=g))
+        ids[i, width - n :], mask[i, width - n :] = alone[-1][0], 1
+    return ids, mask, alone
+
+
+@pytest.mark.parametrize("head", ["medusa", "static_oracle", "dynamic_oracle"])
+def test_batch_of_four_equals_each_row_decoded_alone(arch, head):
+    target = tiny_target(arch)
+    lengths, new = [4, 19, 9, 13], 24
+    ids, mask, alone = _ragged_batch(lengths)
+    refs = [greedy_generate(target, p, new, eos_token_id=[]).sequences[0].tolist() for p in alone]
+    conts = [r[n:] for r, n in zip(refs, lengths)]
+    if head == "medusa":  # one propose call drafts for all rows
+        gen = hs.SpeculativeGenerator(target, hs.heads.build("medusa", target, num_heads=3), tree="tree8")
+    elif head == "static_oracle":
+        gen = hs.SpeculativeGenerator(target, RowOracles(conts, lengths, dynamic=False), tree="tree16")
+    else:
+        heads = RowOracles(conts, lengths, dynamic=True)
+        gen = hs.SpeculativeGenerator(target, heads, depth=4, top_k=3, total_tokens=10)
+    out = gen.generate(ids, new, attention_mask=mask, eos_token_id=[])
+    for i, n in enumerate(lengths):
+        assert out.sequences[i, : n + new].tolist() == refs[i], (arch, head, i)
+    assert out.new_lengths == [new] * 4 and out.finish_reasons == ["length"] * 4
+    # Holes left by rows that accepted fewer drafts than others are squeezed out: the cache stays
+    # within the longest prompt + the longest output + one tree.
+    size = gen.tree_settings()["size"]
+    assert out.cache_slots <= max(lengths) + new + size
+    if head != "medusa":
+        assert out.acceptance_length > 1.5
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_rows_finishing_early_leave_the_others_unchanged(dynamic):
+    target = tiny_target("mistral")
+    lengths, new = [7, 3, 12, 5], 30
+    ids, mask, alone = _ragged_batch(lengths, seed=1)
+    refs = [greedy_generate(target, p, new, eos_token_id=[]).sequences[0, n:].tolist() for p, n in zip(alone, lengths)]
+    eos = refs[1][4]  # row 1 stops after 5 tokens; any row whose text holds that token stops there too
+    want = [r[: r.index(eos) + 1] if eos in r else r for r in refs]
+    assert len(want[1]) <= 5 and any(len(w) == new for w in want)
+    heads = RowOracles(refs, lengths, dynamic=dynamic)
+    kwargs = {"depth": 3, "top_k": 2, "total_tokens": 6} if dynamic else {"tree": "tree8"}
+    out = hs.SpeculativeGenerator(target, heads, **kwargs).generate(ids, new, attention_mask=mask, eos_token_id=eos)
+    for i, n in enumerate(lengths):
+        assert out.sequences[i, n : n + len(want[i])].tolist() == want[i]
+        assert out.new_lengths[i] == len(want[i])
+    assert out.finish_reasons == ["eos" if len(w) < new or w[-1] == eos else "length" for w in want]
+    # Padding after a finished row is the pad id, as HF generate returns it.
+    assert out.sequences.shape[1] == max(n + len(w) for n, w in zip(lengths, want))
+
+
+def test_batched_sampling_runs_and_is_reproducible():
+    target = tiny_target("gemma3")
+    ids, mask, _ = _ragged_batch([6, 2, 10, 4], seed=2)
+    heads = hs.heads.build("medusa", target, num_heads=3)
+    gen = hs.SpeculativeGenerator(target, heads, tree="tree8")
+    runs = [gen.generate(ids, 16, temperature=0.8, seed=s, attention_mask=mask, eos_token_id=[]) for s in (3, 3, 4)]
+    assert torch.equal(runs[0].sequences, runs[1].sequences)
+    assert not torch.equal(runs[0].sequences, runs[2].sequences)
+    assert runs[0].new_lengths == [16] * 4
+    # EAGLE-style dynamic drafting with per-row drafters samples too.
+    eagle = hs.SpeculativeGenerator(target, hs.heads.build("eagle", target), depth=3, top_k=2, total_tokens=5)
+    a, b = (eagle.generate(ids, 12, temperature=0.8, seed=5, attention_mask=mask, eos_token_id=[]) for _ in range(2))
+    assert torch.equal(a.sequences, b.sequences) and a.new_lengths == [12] * 4
 
 
 @pytest.mark.parametrize("top_k", [1, 3])
@@ -207,6 +325,25 @@ def test_stop_strings_eos_and_streaming(smol_tokenizer):
         gen.generate(prompt.expand(2, -1), 5, streamer=Recorder())
 
 
+def test_stop_strings_end_each_row_of_a_batch_as_alone(smol_tokenizer):
+    target = smol_shaped(smol_tokenizer)
+    prompts = [torch.tensor([smol_tokenizer.encode(p)]) for p in ("The tide comes in and", "Hello", "Once upon a")]
+    first = greedy_generate(target, prompts[0], 30, eos_token_id=[]).sequences[0, prompts[0].shape[1] :].tolist()
+    stop = smol_tokenizer.decode(first)[10:13]  # ends row 0 early; the others may or may not meet it
+    width = max(p.shape[1] for p in prompts)
+    ids, mask = torch.zeros(3, width, dtype=torch.long), torch.zeros(3, width, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - p.shape[1] :], mask[i, width - p.shape[1] :] = p[0], 1
+    gen = hs.SpeculativeGenerator(target, hs.heads.build("medusa", target, num_heads=3), tree="tree8")
+    out = gen.generate(ids, 30, attention_mask=mask, eos_token_id=[], stop_strings=[stop])
+    assert out.finish_reasons[0] == "stop_string"
+    for i, p in enumerate(prompts):
+        alone = gen.generate(p, 30, eos_token_id=[], stop_strings=[stop])
+        n = p.shape[1]
+        assert out.sequences[i, n : n + out.new_lengths[i]].tolist() == alone.sequences[0, n:].tolist()
+        assert out.finish_reasons[i] == alone.finish_reasons[0]
+
+
 def test_step_records_rebuild_the_output():
     target = tiny_target("llama")
     prompt = torch.randint(0, VOCAB, (1, 7), generator=torch.Generator().manual_seed(1))
@@ -241,3 +378,23 @@ def test_show_drafts_view_is_readable_without_colour(smol_tokenizer):
     for s in out.steps[0]:
         pieces.append(smol_tokenizer.decode(s["accepted"]) + smol_tokenizer.decode([s["bonus"]]))
     assert rebuilt == smol_tokenizer.decode([first]) + "".join(pieces)
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3"])
+def test_eagle_heads_decode_a_ragged_batch_row_by_row_exactly(kind):
+    target = tiny_target("gemma3")
+    draft_vocab = torch.arange(0, VOCAB, 2) if kind == "eagle3" else None
+    head = hs.heads.build(kind, target, draft_vocab=draft_vocab)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # as if trained: drafts neither all right nor all wrong
+        for p in head.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.3)
+    lengths, new = [3, 14, 8], 20
+    ids, mask, alone = _ragged_batch(lengths, seed=4)
+    gen = hs.SpeculativeGenerator(target, head.eval(), depth=4, top_k=3, total_tokens=10)
+    out = gen.generate(ids, new, attention_mask=mask, eos_token_id=[])
+    for i, (p, n) in enumerate(zip(alone, lengths)):
+        ref = greedy_generate(target, p, new, eos_token_id=[]).sequences[0].tolist()
+        assert out.sequences[i, : n + new].tolist() == ref
+        solo = gen.generate(p, new, eos_token_id=[])
+        assert solo.sequences[0].tolist() == ref

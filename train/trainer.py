@@ -1,21 +1,25 @@
 """Training a head on the frozen target with `transformers.Trainer`.
 
-Only the head is handed to the Trainer as its model, so the optimizer, DeepSpeed, gradient
-accumulation, schedules, `report_to` and checkpoint/resume all act on the head alone. The target
-runs inside `compute_loss` under `torch.no_grad()` (online features). Checkpoints hold the head
-only (config.json + model.safetensors, plus the Trainer's optimizer and state files).
+The Trainer's model is a `TrainingModule`: the head, plus (Medusa-2, `train.joint`) the target's
+LoRA adapters. Its forward takes a collated batch and returns the loss, so the optimizer,
+DeepSpeed, DDP under `torchrun`, gradient accumulation, schedules, `report_to` and
+checkpoint/resume all act on what trains and nothing else. The frozen target runs inside that
+forward under `torch.no_grad()` (online features) or not at all (offline cache); in joint mode it
+runs with gradients through its adapters. Checkpoints hold the head only (config.json +
+model.safetensors), the adapter beside it in joint mode, plus the Trainer's optimizer and state.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
+from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.integrations import is_deepspeed_zero3_enabled
 from transformers.trainer_pt_utils import LengthGroupedSampler
@@ -24,6 +28,7 @@ import headstart.heads as heads_registry
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.heads.checkpoint import CONFIG_NAME, save_heads
 from headstart.target import Target
+from headstart.train import joint as medusa2
 from headstart.train.data import build_examples, collate, split
 from headstart.train.features import batch_features, training_dataset
 
@@ -65,8 +70,43 @@ def run_config(recipe: Recipe, target: Target, heads) -> dict:
     return {"recipe": recipe_to_dict(recipe), "target": target.describe(), "head": {"kind": heads.kind, **options}}
 
 
+class TrainingModule(nn.Module):
+    """What the Trainer trains: the head, and in joint mode (Medusa-2) the target's LoRA adapters.
+
+    forward(**batch) returns (loss, metrics), so DDP and DeepSpeed see every trained parameter
+    used inside one module call. The frozen target is held outside the module's registry (its
+    weights are not handed to the optimizer, DDP or DeepSpeed) unless it carries adapters.
+    """
+
+    def __init__(self, heads, target: Target, cfg: TrainConfig):
+        super().__init__()
+        self.heads = heads
+        object.__setattr__(self, "target", target)
+        self.cfg = cfg
+        self.joint = bool(cfg.joint)
+        self.progress = 0.0  # share of the optimizer steps done (the head-loss warmup reads it)
+        if self.joint:
+            self.backbone = target.model  # its LoRA parameters train; the rest stays frozen
+
+    def forward(self, **batch):
+        if self.joint:
+            return medusa2.joint_loss(self.heads, self.target, batch, self.cfg, self.progress)
+        features = batch_features(self.target, batch, self.heads.feature_layers)
+        return self.heads.training_loss(features, batch, self.target, self.cfg)
+
+
+class Progress(TrainerCallback):
+    """Tell the module how far training is (Medusa-2 warms the head loss up over it)."""
+
+    def __init__(self, module: TrainingModule):
+        self.module = module
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.module.progress = state.global_step / max(1, state.max_steps)
+
+
 class HeadTrainer(Trainer):
-    """Trainer whose model is the head; the target supplies features inside compute_loss."""
+    """Trainer whose model is a TrainingModule; the target supplies features inside its forward."""
 
     def __init__(self, target: Target, train_config: TrainConfig, **kwargs):
         super().__init__(**kwargs)
@@ -77,11 +117,38 @@ class HeadTrainer(Trainer):
         self.best: dict | None = None  # {"step", "sim_accept_length", "path"} of the best checkpoint
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        features = batch_features(self.target, inputs, model.feature_layers)
-        loss, metrics = model.training_loss(features, inputs, self.target, self.train_config)
+        loss, metrics = model(**inputs)
         for k, v in metrics.items():
             self._metrics[k].append(v)
         return (loss, None) if return_outputs else loss
+
+    def create_optimizer(self, model=None):
+        """AdamW over the head, and in joint mode the adapters as a second group at the base lr
+        (the heads learn head_lr_multiplier times faster, as Medusa-2 trains them)."""
+        module = self.accelerator.unwrap_model(self.model)
+        cfg = self.train_config
+        if self.optimizer is None and module.joint:
+            heads = [p for p in module.heads.parameters() if p.requires_grad]
+            adapters = medusa2.adapter_parameters(self.target)
+            groups = [
+                {"params": heads, "lr": cfg.lr * cfg.head_lr_multiplier, "weight_decay": cfg.weight_decay},
+                {"params": adapters, "lr": cfg.lr, "weight_decay": cfg.weight_decay},
+            ]
+            self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
+            return self.optimizer
+        return super().create_optimizer()
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        """Resume: the head's weights from model.safetensors, the adapter (joint mode) beside it."""
+        module = self.accelerator.unwrap_model(model if model is not None else self.model)
+        folder = Path(resume_from_checkpoint)
+        module.heads.load_state_dict(load_file(folder / "model.safetensors"), strict=True)
+        if module.joint:
+            from peft import set_peft_model_state_dict
+
+            state = load_file(folder / medusa2.ADAPTER_WEIGHTS)
+            state = {k.removeprefix(medusa2.PEFT_PREFIX): v for k, v in state.items()}
+            set_peft_model_state_dict(self.target.model, state, adapter_name=medusa2.ADAPTER_NAME)
 
     def _get_train_sampler(self, train_dataset=None):
         # Length-grouped batches from the dataset's own lengths: the stock sampler would read every
@@ -101,7 +168,9 @@ class HeadTrainer(Trainer):
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         if self.args.should_save:
-            heads = self.accelerator.unwrap_model(self.model)
+            heads = self.accelerator.unwrap_model(self.model).heads
+            if state_dict is not None:  # DeepSpeed hands over the module's weights: keep the head's
+                state_dict = {k.removeprefix("heads."): v for k, v in state_dict.items() if not k.startswith("backbone.")}
             if self.is_deepspeed_enabled and is_deepspeed_zero3_enabled():
                 # ZeRO-3: the module holds empty partitions; the Trainer hands over the gathered weights.
                 save_heads(heads, output_dir or self.args.output_dir, self.target, state=state_dict)
@@ -182,31 +251,41 @@ def _bf16(cfg: TrainConfig, target: Target) -> bool:
     return cfg.bf16 and target.dtype == torch.bfloat16
 
 
-def _seconds_per_step(target: Target, heads, dataset, cfg: TrainConfig) -> float:
+def _seconds_per_step(module: TrainingModule, dataset, cfg: TrainConfig) -> float:
     """Time two forward/backward passes on real batches, to turn a time budget into steps."""
+    target = module.target
     batch = collate([dataset[i] for i in range(min(cfg.batch_size, len(dataset)))])
+    batch = {k: v.to(target.device) if torch.is_tensor(v) else v for k, v in batch.items()}
     times = []
     for _ in range(2):
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=_bf16(cfg, target) and target.device.type == "cpu"):
-            features = batch_features(target, batch, heads.feature_layers)
-            loss, _ = heads.training_loss(features, batch, target, cfg)
+            loss, _ = module(**batch)
         loss.backward()
         times.append(time.perf_counter() - t0)
-    heads.zero_grad(set_to_none=True)
+    module.zero_grad(set_to_none=True)
     return min(times) * 1.1  # optimizer and logging overhead
+
+
+def _check_joint(recipe: Recipe, target: Target) -> None:
+    """Medusa-2's preconditions, before any data is read or anything is written."""
+    cfg = recipe.train
+    if not cfg.joint:
+        return
+    if recipe.head.kind != "medusa":
+        raise RecipeError(f"train.joint (Medusa-2) trains Medusa heads with LoRA adapters; head.kind is {recipe.head.kind!r}")
+    if cfg.backbone_loss not in medusa2.BACKBONE_LOSSES:
+        raise RecipeError(f"train.backbone_loss must be one of {medusa2.BACKBONE_LOSSES}, got {cfg.backbone_loss!r}")
+    if recipe.data.features_dir:
+        raise RecipeError("train.joint changes the target's features while it trains: it cannot read an offline feature cache (unset data.features_dir)")
+    if cfg.deepspeed and "zero3" in Path(cfg.deepspeed).name:
+        raise RecipeError("train.joint is not supported with ZeRO-3 yet (the adapters would be partitioned); use scripts/ds_zero2.json")
 
 
 def train(recipe: Recipe, target: Target, heads=None) -> dict:
     """Train the recipe's head on `target`; returns a summary. The final head is in output_dir/final."""
     cfg = recipe.train
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not cfg.deepspeed:
-        # DDP averages gradients only when the wrapped module's forward runs, and the Trainer here
-        # calls the head's training loss, not its forward: each process would train alone.
-        raise RecipeError(
-            f"training in {os.environ['WORLD_SIZE']} processes needs DeepSpeed: add "
-            f"train.deepspeed=scripts/ds_zero2.json (or use scripts/train_deepspeed.sh). Plain DDP is not supported."
-        )
+    _check_joint(recipe, target)
     torch.manual_seed(cfg.seed)
     data = recipe.data
     examples, data_stats = build_examples(
@@ -214,14 +293,25 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         split=data.split, columns=data.columns, on_error=data.on_error,
     )
     train_ex, eval_ex = split(examples, recipe.data.eval_size, recipe.data.seed)
+    if heads is None and recipe.head.init_from:
+        from headstart.heads.checkpoint import load_heads
+
+        heads = load_heads(recipe.head.init_from, target).requires_grad_(True)  # trains on from there
+        if heads.kind != recipe.head.kind:
+            raise RecipeError(f"head.init_from: {recipe.head.init_from} holds a {heads.kind} head, the recipe trains {recipe.head.kind}")
     if heads is None:
         heads = build_head(recipe, target, train_ex)
     heads.float().train()
+    if cfg.joint:
+        if target.adapter is not None:
+            raise RecipeError("train.joint: the target already carries an adapter (a Medusa-2 head was loaded on it); train on a fresh target")
+        medusa2.add_adapter(target, medusa2.lora_config(cfg, target))
+    module = TrainingModule(heads, target, cfg)
     dataset = training_dataset(train_ex, data.features_dir, target, heads.feature_layers)  # online or cached
 
     max_steps = cfg.max_steps
     if cfg.max_minutes is not None and max_steps <= 0:
-        per_step = _seconds_per_step(target, heads, dataset, cfg) * cfg.grad_accum
+        per_step = _seconds_per_step(module, dataset, cfg) * cfg.grad_accum
         by_time = int(cfg.max_minutes * 60 / per_step)
         by_epochs = math.ceil(len(dataset) * cfg.epochs / (cfg.batch_size * cfg.grad_accum))
         max_steps = max(1, min(by_time, by_epochs))
@@ -251,15 +341,16 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         train_sampling_strategy="group_by_length",
         deepspeed=cfg.deepspeed,
         use_cpu=not torch.cuda.is_available(),
+        ddp_find_unused_parameters=False,  # every trained parameter takes part in every loss
         disable_tqdm=False,
     )
     callbacks = [TimeBudget(cfg.max_minutes * 1.15)] if cfg.max_minutes else []
-    callbacks.append(RunConfig(run_config(recipe, target, heads)))
+    callbacks += [RunConfig(run_config(recipe, target, heads)), Progress(module)]
     pad_id = target.tokenizer.pad_token_id or 0 if target.tokenizer is not None else 0
     trainer = HeadTrainer(
         target=target,
         train_config=cfg,
-        model=heads,
+        model=module,
         args=args,
         train_dataset=dataset,
         data_collator=lambda rows: collate(rows, pad_id),
@@ -268,6 +359,8 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - start
+    target.model.eval()  # joint mode put the adapted backbone in train mode (LoRA dropout)
+    target.model.requires_grad_(False)
 
     heads = unpartitioned(trainer, heads, target)
     heads.eval()

@@ -9,6 +9,8 @@ top_k children each, for `depth` steps) and keeps the best `total_tokens`.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from headstart.decode.cache import truncate
@@ -62,6 +64,12 @@ class DraftModelProposer:
         self.cache = None
         self._chain: list[int] = []  # tokens the cache holds after the committed prefix (a chain draft)
         self._root = -1
+
+    def drafter(self) -> DraftModelProposer:
+        """A proposer with its own cache over the same draft model: the engine makes one per row."""
+        fresh = copy.copy(self)
+        fresh.cache, fresh._chain, fresh._root = None, [], -1
+        return fresh
 
     def _log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.draft.logits(hidden)[..., : self.vocab].float().log_softmax(-1)

@@ -12,21 +12,32 @@ next root.
 - `acceptance="typical"`: Medusa's typical acceptance, faster at high temperature but LOSSY.
 
 Static heads (Medusa) fill a fixed tree; dynamic heads (EAGLE-2 style) grow their own tree within
-a `DynamicTreeSpec` and hand it back with the proposal. Rows of a batch are decoded one after
-another; each equals that row decoded alone, and a finished row costs nothing more.
+a `DynamicTreeSpec` and hand it back with the proposal.
+
+Batches: the rows decode together, each accepting its own number of drafts per step. They share
+one target cache (`cache.RaggedCache`): prompts are left-padded, each row attends only its own
+slots at its own positions, and the slots a shorter accepted path leaves empty are holes that
+`compact` squeezes out once they add up to a tree's width. One target forward verifies every
+row's tree; Medusa drafts for all rows in one call, EAGLE and draft models keep a drafter per row
+(trees of different sizes are padded with nodes that can never be accepted). A finished row leaves
+the batch and costs nothing more. At temperature 0 each row equals that row decoded alone (up to
+float rounding of batched kernels: exact on the tests' float32 models). With sampling, rows draw
+from one seeded generator in turn: each row follows the target's distribution and a seed
+reproduces the batch, but a row's draws differ from the same row decoded alone.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 
 import torch
 
-from headstart.decode.cache import commit_path
+from headstart.decode.cache import RaggedCache
 from headstart.decode.sampling import Sampling, make_generator
 from headstart.decode.tree import DraftHead, DraftState, DynamicTreeSpec, Tree, load_tree
-from headstart.decode.verify import children_lists, greedy_accept, sample_accept, typical_accept
+from headstart.decode.verify import children_lists, greedy_accept_rows, sample_accept, typical_accept
 
 ACCEPTANCE_MODES = ("exact", "typical")
 
@@ -41,6 +52,7 @@ class GenerateOutput:
     new_lengths: list[int] = field(default_factory=list)  # per row: new tokens before padding
     steps: list[list[dict]] = field(default_factory=list)  # per row, per step (record_steps=True)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (profile=True)
+    cache_slots: int = 0  # most target cache slots per row between steps (padding and holes included)
 
     @property
     def acceptance_length(self) -> float:
@@ -146,6 +158,23 @@ def _pad_id(target) -> int:
         if isinstance(value, int):
             return value
     return 0
+
+
+@dataclass
+class _Row:
+    """One prompt while it decodes; what the rows share (cache, hidden states, roots) lives in `_decode`."""
+
+    prompt: torch.Tensor  # (1, T_i) without padding
+    drafter: DraftHead | None  # its own drafting state; None when the head drafts for the whole batch
+    position: int  # absolute position of the root: tokens committed to the target's cache so far
+    new: list[int] = field(default_factory=list)
+    keep: int = 0  # tokens of `new` kept (the stop may fall inside an accepted path)
+    reason: str | None = None  # set when the row is done
+    steps: list[int] = field(default_factory=list)  # drafts accepted per verification
+    trace: list[dict] = field(default_factory=list)  # record_steps=True
+    features: torch.Tensor | None = None  # (1, n, F) at the positions committed since the last proposal
+    committed: torch.Tensor | None = None  # (1, n) the tokens at those positions
+    start: int = 0  # position of committed[:, 0]
 
 
 class _Clock:
@@ -327,7 +356,7 @@ class SpeculativeGenerator:
         record_steps: bool = False,
         profile: bool = False,
     ) -> GenerateOutput:
-        """Decode every row of input_ids (B, T); returns sequences and acceptance statistics.
+        """Decode the rows of input_ids (B, T) together; returns sequences and acceptance statistics.
 
         attention_mask (B, T) marks padding (left or right) to strip from ragged prompts.
         acceptance="typical" is Medusa's typical acceptance: LOSSY, the output no longer follows
@@ -341,96 +370,182 @@ class SpeculativeGenerator:
         _check_prompt(self.target, input_ids, max_new_tokens)
         stopper = Stopper(self.target, max_new_tokens, eos_token_id, stop_strings)
         gen = None if sampling.greedy else make_generator(self.target.device, seed)
-        rows = _rows(input_ids.to(self.target.device), attention_mask)
-        streams = _Streams(streamer, len(rows))
+        prompts = _rows(input_ids.to(self.target.device), attention_mask)
+        streams = _Streams(streamer, len(prompts))
         if streamer is not None:
-            streams.put(rows[0][0].cpu())
+            streams.put(prompts[0][0].cpu())
         mode = {"sampling": sampling, "gen": gen, "typical": acceptance == "typical" and not sampling.greedy,
                 "threshold": typical_threshold, "alpha": typical_alpha}
         out = GenerateOutput(torch.empty(0))
-        self._clock = _Clock(self.target.device, out.timings) if profile else None
+        clock = _Clock(self.target.device, out.timings if profile else None)
+        rows = [_Row(p, drafter, p.shape[1]) for p, drafter in zip(prompts, self._drafters(len(prompts)))]
         start = time.perf_counter()
-        news = []
-        for row in rows:
-            new, steps, reason, trace = self._decode_row(row, stopper, mode, streams, record_steps)
-            news.append(new)
-            out.accepted_per_step.extend(steps)
-            out.finish_reasons.append(reason)
-            out.new_lengths.append(len(new))
-            if record_steps:
-                out.steps.append(trace)
+        out.cache_slots = self._decode(rows, stopper, mode, streams, record_steps, clock)
         streams.end()
         out.seconds = time.perf_counter() - start
-        out.sequences = _pack(rows, news, _pad_id(self.target))
+        for row in rows:
+            out.accepted_per_step.extend(row.steps)
+            out.finish_reasons.append(row.reason)
+            out.new_lengths.append(row.keep)
+            if record_steps:
+                out.steps.append(row.trace)
+        out.sequences = _pack(prompts, [row.new[: row.keep] for row in rows], _pad_id(self.target))
         out.new_tokens = sum(out.new_lengths)
         return out
 
-    def _features(self, out, index=None) -> torch.Tensor:
-        """(1, n, F) what the head reads at the given inputs: tapped layers concatenated, or the last hidden."""
-        if self.feature_layers:
-            feats = torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
-        else:
-            feats = out.hidden
-        return feats if index is None else feats[:, index]
+    def _drafters(self, n: int) -> list:
+        """Each row's own drafting state, or None for every row when the head drafts for the whole batch.
 
-    def _decode_row(self, prompt: torch.Tensor, stopper: Stopper, mode: dict, streams: _Streams, record: bool):
-        target, sampling, gen = self.target, mode["sampling"], mode["gen"]
+        A head with `drafter()` makes one per row (EAGLE's KV cache, a draft model's cache). A static
+        head that reads only hidden states (Medusa) drafts for all rows in one call. Any other head
+        drafts row by row through a shallow copy per row, so that what it keeps in its attributes
+        between calls stays with one sequence.
+        """
+        if hasattr(self.heads, "drafter"):
+            return [self.heads.drafter() for _ in range(n)]
+        if not self.needs_features:
+            return [None] * n
+        return [self.heads] if n == 1 else [copy.copy(self.heads) for _ in range(n)]
+
+    def _features(self, out) -> torch.Tensor:
+        """(B, n, F) what the head reads: the tapped layers concatenated, or the last hidden state."""
+        if self.feature_layers:
+            return torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
+        return out.hidden
+
+    def _decode(self, rows: list[_Row], stopper: Stopper, mode: dict, streams: _Streams, record: bool, clock) -> int:
+        """Prefill, then propose → verify → accept → commit for all unfinished rows at once.
+
+        Fills each row's tokens, steps and finish reason; returns the most cache slots per row
+        held between steps.
+        """
+        target, dev = self.target, self.target.device
         layers = self.feature_layers if self.needs_features else ()
-        cache = target.new_cache()
-        out = target(prompt, cache=cache, feature_layers=layers)  # prefill
-        hidden = out.hidden[:, -1]  # (1, D)
-        root = _choose(target.logits(hidden), sampling, gen)  # (1,)
-        state = DraftState(hidden=hidden, root=root)
-        if self.needs_features:
-            state.features, state.committed, state.start = self._features(out), prompt, 0
-        new = [int(root)]
-        steps: list[int] = []
-        trace: list[dict] = []
-        keep, reason = stopper.cut(new, 0)
-        streams.put(new[:keep])
-        past = prompt.shape[1]
-        clock = self._clock or _Clock(None, None)
-        while reason is None:
+        slots, hidden = self._prefill(rows, layers)  # hidden (B, D)
+        root = _choose(target.logits(hidden), mode["sampling"], mode["gen"])  # (B,)
+        for row, token in zip(rows, root.tolist()):
+            row.new = [token]
+            row.keep, row.reason = stopper.cut(row.new, 0)
+            streams.put(row.new[: row.keep])
+        active, width, peak = rows, 1, 0
+        starts = torch.tensor([row.position for row in rows], device=dev)  # (B,) the roots' positions
+        while True:
+            alive = [b for b, row in enumerate(active) if row.reason is None]
+            if len(alive) < len(active):  # finished rows leave the batch
+                if not alive:
+                    return peak
+                index = torch.tensor(alive, device=dev)
+                slots.select_rows(index)
+                hidden, root, starts, active = hidden[index], root[index], starts[index], [active[b] for b in alive]
+            longest = max(row.position for row in active)
+            if slots.length - longest > width:  # holes and padding of finished rows add up: squeeze them out
+                slots.compact(longest)
+            peak = max(peak, slots.length)
             clock.start()
-            proposal = self.heads.propose(state, self.tree_spec if self.dynamic else self.tree)
-            t = self._static if proposal.tree is self.tree else self._tensors(proposal.tree)
-            tokens = torch.cat([root, proposal.tokens[0].to(root.device)])  # (N + 1,)
+            tokens, trees, draft_probs = self._propose(active, hidden, root)  # tokens (B, N + 1)
+            visible, depth, retrieve = _stack_trees(trees, tokens.shape[1])
+            width = tokens.shape[1]
             clock.lap("draft")
-            verified = target.tree_forward(
-                tokens[None], t["visible"], (past + t["positions"])[None], cache, past, feature_layers=layers
+            verified = target.batch_tree_forward(
+                tokens, visible, starts[:, None] + depth, slots.cache, slots.valid, slots.positions, layers
             )
-            logits = target.logits(verified.hidden[0])  # (N + 1, V)
+            logits = target.logits(verified.hidden)  # (B, N + 1, V)
             clock.lap("target_forward")
-            if sampling.greedy:
-                predicted = logits.argmax(-1)
-                accepted, kept = greedy_accept(tokens, predicted, t["retrieve"])
-                bonus = predicted[kept[-1]][None]
-            elif mode["typical"]:
-                probs = sampling.probs(logits)
-                accepted, kept = typical_accept(tokens, probs, t["retrieve"], mode["threshold"], mode["alpha"])
-                bonus = torch.multinomial(probs[kept[-1]], 1, generator=gen)
-            else:
-                probs = sampling.probs(logits)
-                q = None if proposal.draft_probs is None else proposal.draft_probs[0]
-                accepted, kept, b = sample_accept(tokens, probs, t["children"], gen, q)
-                bonus = torch.tensor([b], device=tokens.device)
+            accepted, paths, bonus = self._accept(tokens, logits, trees, retrieve, draft_probs, mode)
             clock.lap("accept")
-            commit_path(cache, past, kept)
-            state = DraftState(hidden=verified.hidden[:, kept[-1]], root=bonus)
-            if self.needs_features:
-                state.features, state.committed, state.start = self._features(verified, kept), tokens[kept][None], past
-            past += accepted + 1
-            root = bonus
-            step_tokens = tokens[kept[1:]].tolist() + [int(bonus)]
-            before = len(new)
-            new.extend(step_tokens)
-            steps.append(accepted)
-            if record:
-                trace.append(self._record(tokens, kept, t, int(bonus), accepted))
-            keep, reason = stopper.cut(new, before)
-            streams.put(new[before:keep])
+            counts = accepted.tolist()
+            column = torch.arange(max(counts) + 1, device=dev)
+            keep = torch.where(column <= accepted[:, None], paths[:, : column.numel()], column)  # (B, m)
+            slots.commit(keep, accepted + 1, starts)
+            last = paths.gather(1, accepted[:, None])[:, 0]  # (B,) each row's last kept input
+            hidden = verified.hidden[torch.arange(len(active), device=dev), last]  # (B, D)
+            root, starts = bonus, starts + accepted + 1
+            feats = self._features(verified) if self.needs_features else None
+            kept_tokens, bonuses = tokens.gather(1, keep).tolist(), bonus.tolist()
+            for b, row in enumerate(active):
+                a = counts[b]
+                before = len(row.new)
+                row.new.extend(kept_tokens[b][1 : a + 1] + [bonuses[b]])
+                row.steps.append(a)
+                if record:
+                    row.trace.append(self._record(tokens[b], paths[b, : a + 1], trees[b], bonuses[b], a))
+                if feats is not None:  # what the row's drafter reads next: the path just committed
+                    kept = paths[b, : a + 1]
+                    row.features, row.committed = feats[b : b + 1, kept], tokens[b : b + 1, kept]
+                    row.start = row.position
+                row.position += a + 1
+                row.keep, row.reason = stopper.cut(row.new, before)
+                streams.put(row.new[before : row.keep])
             clock.lap("commit_and_bookkeeping")
-        return new[:keep], steps, reason, trace
+
+    def _prefill(self, rows: list[_Row], layers) -> tuple[RaggedCache, torch.Tensor]:
+        """One forward over the prompts, left-padded; returns the cache and the last hidden states (B, D)."""
+        target = self.target
+        width = max(row.position for row in rows)
+        ids = torch.zeros(len(rows), width, dtype=torch.long, device=target.device)
+        valid = torch.zeros(len(rows), width, dtype=torch.bool, device=target.device)
+        for b, row in enumerate(rows):
+            ids[b, width - row.position :], valid[b, width - row.position :] = row.prompt[0], True
+        positions = (valid.long().cumsum(1) - 1).clamp(min=0)  # (B, T) each row counts from its first token
+        padded = any(row.position < width for row in rows)
+        cache = target.new_cache()
+        # HF builds the causal, padding and sliding-window masks itself from a 2D padding mask.
+        out = target(ids, valid.long() if padded else None, positions if padded else None, cache, layers)
+        if self.needs_features:
+            feats = self._features(out)
+            for b, row in enumerate(rows):
+                row.features, row.committed, row.start = feats[b : b + 1, width - row.position :], row.prompt, 0
+        return RaggedCache(cache, valid, positions), out.hidden[:, -1]
+
+    def _propose(self, rows: list[_Row], hidden: torch.Tensor, root: torch.Tensor):
+        """Every row's verification inputs (B, N + 1), root first; its tree tensors; draft distributions or None.
+
+        Rows that draft on their own may grow trees of different sizes; the inputs of smaller ones
+        are padded at the end (see `_stack_trees`).
+        """
+        spec = self.tree_spec if self.dynamic else self.tree
+        if rows[0].drafter is None:  # one call drafts for the whole batch
+            proposal = self.heads.propose(DraftState(hidden=hidden, root=root), spec)
+            t = self._static if proposal.tree is self.tree else self._tensors(proposal.tree)
+            tokens = torch.cat([root[:, None], proposal.tokens.to(root.device)], dim=1)
+            return tokens, [t] * len(rows), proposal.draft_probs
+        proposals = []
+        for b, row in enumerate(rows):
+            state = DraftState(hidden[b : b + 1], root[b : b + 1], row.features, row.committed, row.start)
+            proposals.append(row.drafter.propose(state, spec))
+        trees = [self._static if p.tree is self.tree else self._tensors(p.tree) for p in proposals]
+        width = 1 + max(p.tokens.shape[1] for p in proposals)
+        tokens = torch.zeros(len(rows), width, dtype=torch.long, device=root.device)
+        tokens[:, 0] = root
+        for b, p in enumerate(proposals):
+            tokens[b, 1 : 1 + p.tokens.shape[1]] = p.tokens[0]
+        draft_probs = None
+        if any(p.draft_probs is not None for p in proposals):
+            draft_probs = [None if p.draft_probs is None else p.draft_probs[0] for p in proposals]
+        return tokens, trees, draft_probs
+
+    @staticmethod
+    def _accept(tokens, logits, trees, retrieve, draft_probs, mode) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each row's accepted drafts (B,), kept inputs (B, L) padded with -1, and bonus token (B,)."""
+        sampling, gen = mode["sampling"], mode["gen"]
+        if sampling.greedy:
+            predicted = logits.argmax(-1)  # (B, N + 1)
+            accepted, paths = greedy_accept_rows(tokens, predicted, retrieve)
+            return accepted, paths, predicted.gather(1, paths.gather(1, accepted[:, None]))[:, 0]
+        probs = sampling.probs(logits)  # (B, N + 1, V)
+        paths = torch.full(retrieve.shape[::2], -1, dtype=torch.long, device=tokens.device)  # (B, L)
+        accepted, bonus = [], []
+        for b, t in enumerate(trees):  # rows draw from the one generator in turn: reproducible with a seed
+            if mode["typical"]:
+                a, kept = typical_accept(tokens[b], probs[b], t["retrieve"], mode["threshold"], mode["alpha"])
+                token = int(torch.multinomial(probs[b, kept[-1]], 1, generator=gen))
+            else:
+                q = None if draft_probs is None else draft_probs[b]
+                a, kept, token = sample_accept(tokens[b], probs[b], t["children"], gen, q)
+            paths[b, : a + 1] = kept
+            accepted.append(a)
+            bonus.append(token)
+        return torch.tensor(accepted, device=tokens.device), paths, torch.tensor(bonus, device=tokens.device)
 
     @staticmethod
     def _record(tokens: torch.Tensor, kept: torch.Tensor, t: dict, bonus: int, accepted: int) -> dict:
@@ -444,3 +559,25 @@ class SpeculativeGenerator:
             "tree_size": t["tree"].size,
             "accepted_count": accepted,
         }
+
+
+def _stack_trees(trees: list[dict], width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Visibility (B, N + 1, N + 1), depths (B, N + 1) and paths (B, P, L) of each row's tree.
+
+    A static tree shared by all rows is only expanded. Trees smaller than the widest are padded
+    with nodes that see only themselves, that no node sees and that lie on no path: whatever the
+    head put there, they are never accepted.
+    """
+    first = trees[0]
+    b = len(trees)
+    if all(t is first for t in trees):
+        return first["visible"].expand(b, -1, -1), first["positions"].expand(b, -1), first["retrieve"].expand(b, -1, -1)
+    dev = first["visible"].device
+    visible = torch.eye(width, dtype=torch.bool, device=dev).repeat(b, 1, 1)
+    depth = torch.ones(b, width, dtype=torch.long, device=dev)
+    shape = (b, max(t["retrieve"].shape[0] for t in trees), max(t["retrieve"].shape[1] for t in trees))
+    retrieve = torch.full(shape, -1, dtype=torch.long, device=dev)
+    for i, t in enumerate(trees):
+        n, (p, length) = t["visible"].shape[0], t["retrieve"].shape
+        visible[i, :n, :n], depth[i, :n], retrieve[i, :p, :length] = t["visible"], t["positions"], t["retrieve"]
+    return visible, depth, retrieve

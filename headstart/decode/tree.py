@@ -326,8 +326,10 @@ class DynamicTreeSpec:
 
 @dataclass
 class DraftState:
-    """What the decoding loop tells a head before each proposal (batch of one row).
+    """What the decoding loop tells a head before each proposal.
 
+    A head that drafts for the whole batch (Medusa) gets hidden and root for all unfinished rows
+    (B rows); a head that drafts row by row gets one row (B = 1) with features and committed.
     features/committed cover the target positions committed since the previous call: the whole
     prompt at prefill (start == 0), then the accepted path [root, drafts...] of each step.
     """
@@ -364,7 +366,12 @@ class DraftHead(Protocol):
     Optional attributes: `dynamic` (True: the head grows its own tree within a DynamicTreeSpec
     and returns it in the Proposal), `feature_layers` (target layers whose outputs, concatenated,
     form DraftState.features; empty: the final hidden state), `needs_features` (fill features
-    and committed at all; dynamic heads imply it).
+    and committed at all; dynamic heads imply it), `drafter()` (a fresh drafting state for one
+    sequence, an object with `propose`: the engine makes one per row of a batch).
+
+    How a batch is drafted: with `drafter()`, one drafter per row; else a static head without
+    `needs_features` drafts for all rows in one call (B rows in, tokens (B, N) out); else the
+    engine drafts row by row through a shallow copy of the head per row.
     """
 
     kind: str

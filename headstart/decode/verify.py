@@ -20,11 +20,29 @@ def greedy_accept(tokens: torch.Tensor, predicted: torch.Tensor, retrieve: torch
     Returns (accepted drafts a, indices of the a + 1 kept inputs, root first). The target's next
     token after the kept path, the bonus, is predicted[kept[-1]].
     """
-    safe = retrieve.clamp(min=0)  # (P, L)
-    drafted = tokens[safe[:, 1:]]  # (P, L - 1) token at each depth of each path
-    expected = predicted[safe[:, :-1]]  # (P, L - 1) what the target wanted there
-    ok = (drafted == expected) & (retrieve[:, 1:] >= 0)
-    return _longest(ok, retrieve)
+    accepted, paths = greedy_accept_rows(tokens[None], predicted[None], retrieve[None])
+    a = int(accepted[0])
+    return a, paths[0, : a + 1]
+
+
+def greedy_accept_rows(
+    tokens: torch.Tensor, predicted: torch.Tensor, retrieve: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`greedy_accept` for every row of a batch at once, without leaving the device.
+
+    tokens, predicted (B, N + 1); retrieve (B, P, L), each row's paths padded with -1 (a padding
+    path is all -1 after its root). Returns accepted (B,) and paths (B, L): row b keeps the inputs
+    paths[b, : accepted[b] + 1].
+    """
+    b, p, length = retrieve.shape
+    safe = retrieve.clamp(min=0)
+    drafted = tokens.gather(1, safe[:, :, 1:].reshape(b, -1)).view(b, p, length - 1)  # token at each depth
+    expected = predicted.gather(1, safe[:, :, :-1].reshape(b, -1)).view(b, p, length - 1)  # what the target wanted
+    ok = (drafted == expected) & (retrieve[:, :, 1:] >= 0)
+    run = ok.long().cumprod(dim=2).sum(dim=2)  # (B, P) accepted prefix length per path
+    best = run.argmax(dim=1)  # (B,) the first longest: a real path, never padding
+    rows = torch.arange(b, device=retrieve.device)
+    return run[rows, best], retrieve[rows, best]
 
 
 def _longest(ok: torch.Tensor, retrieve: torch.Tensor) -> tuple[int, torch.Tensor]:
