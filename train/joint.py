@@ -127,7 +127,7 @@ def save_adapter(target, folder: Path) -> dict:
 
 def load_adapter(target, folder: str | Path) -> None:
     """Put the adapter saved in `folder` on `target` (which must not carry another one)."""
-    from peft import LoraConfig, set_peft_model_state_dict
+    from peft import LoraConfig
 
     folder = Path(folder)
     source = str(folder.resolve())
@@ -150,9 +150,8 @@ def load_adapter(target, folder: str | Path) -> None:
     known = set(LoraConfig.__dataclass_fields__)
     config = LoraConfig(**{k: v for k, v in raw.items() if k in known and k not in ("peft_type", "task_type")})
     add_adapter(target, config, source=source)
-    state = {k.removeprefix(PEFT_PREFIX): v for k, v in state.items()}
     expected = {k for k, _ in target.model.named_parameters() if "lora_" in k}
-    result = set_peft_model_state_dict(target.model, state, adapter_name=ADAPTER_NAME)
+    result = set_adapter_weights(target, state)
     missing = sorted(k for k in result.missing_keys if "lora_" in k and k in expected)
     if missing or len(state) != len(expected):
         _remove_adapter(target)
@@ -175,6 +174,14 @@ def _merge_for_decoding(target) -> None:
             layer.merge()
 
 
+def set_adapter_weights(target, state: dict[str, torch.Tensor]):
+    """Copy adapter tensors saved under PEFT's names into the target's LoRA layers (PEFT's load result)."""
+    from peft import set_peft_model_state_dict
+
+    state = {k.removeprefix(PEFT_PREFIX): v for k, v in state.items()}
+    return set_peft_model_state_dict(target.model, state, adapter_name=ADAPTER_NAME)
+
+
 def _same_tensors(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k].to(a[k].dtype)) for k in a)
 
@@ -192,8 +199,9 @@ def merge_adapter(target) -> None:
 
 
 def _unload(target, merge: bool) -> None:
+    lora = {id(m) for m in lora_layers(target)}
     for name, module in list(target.model.named_modules()):
-        if module in lora_layers(target):
+        if id(module) in lora:
             if merge and not module.merged:
                 module.merge()
             elif not merge and module.merged:

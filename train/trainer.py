@@ -144,11 +144,7 @@ class HeadTrainer(Trainer):
         folder = Path(resume_from_checkpoint)
         module.heads.load_state_dict(load_file(folder / "model.safetensors"), strict=True)
         if module.joint:
-            from peft import set_peft_model_state_dict
-
-            state = load_file(folder / medusa2.ADAPTER_WEIGHTS)
-            state = {k.removeprefix(medusa2.PEFT_PREFIX): v for k, v in state.items()}
-            set_peft_model_state_dict(self.target.model, state, adapter_name=medusa2.ADAPTER_NAME)
+            medusa2.set_adapter_weights(self.target, load_file(folder / medusa2.ADAPTER_WEIGHTS))
 
     def _get_train_sampler(self, train_dataset=None):
         # Length-grouped batches from the dataset's own lengths: the stock sampler would read every
