@@ -19,6 +19,7 @@ from torch import nn
 from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
 from headstart.heads.drafting import FeatureDrafter, Rotary, causal_mask, single_layer_config
 from headstart.heads.medusa import index_in_draft_vocab
+from headstart.target import WeightRows
 
 
 class ArchitectureMismatch(ValueError):
@@ -72,7 +73,7 @@ class EagleHead(nn.Module):
         # The target's embedding and lm_head, frozen and shared: a tuple keeps them out of the
         # module registry, so they are never trained, moved or saved with the head.
         self._shared = (target.embed_tokens, target.lm_head, getattr(target.config, "final_logit_softcapping", None))
-        self._rows: tuple | None = None
+        self._rows = WeightRows()  # the target lm_head's rows of the draft vocabulary
         self._drafter = FeatureDrafter(self)
 
     @classmethod
@@ -119,21 +120,14 @@ class EagleHead(nn.Module):
         pe = self.rotary(x, positions)
         return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache, position_embeddings=pe)
 
-    def _weight(self) -> torch.Tensor:
-        """The target lm_head's rows of the draft vocabulary (N, D), gathered once."""
-        w = self._shared[1].weight
-        if self.options.get("draft_vocab_size") is None:
-            return w
-        key = (w.data_ptr(), w.dtype, w.device)
-        if self._rows is None or self._rows[0] != key or not torch.equal(self._rows[1], self.draft_ids):
-            self._rows = (key, self.draft_ids.clone(), w.detach()[self.draft_ids.to(w.device)])
-        return self._rows[2]
-
     def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., D) features -> (..., N) logits over the draft vocabulary, with the target's softcap."""
-        w = self._weight()
-        logits = F.linear(h.to(w.dtype), w)
-        cap = self._shared[2]
+        lm_head, cap = self._shared[1], self._shared[2]
+        if self.options.get("draft_vocab_size") is None:
+            logits = lm_head(h.to(lm_head.weight.dtype))  # a module call: ZeRO-3 gathers around it
+        else:
+            w = self._rows(lm_head.weight, self.draft_ids)
+            logits = F.linear(h.to(w.dtype), w)
         return torch.tanh(logits / cap) * cap if cap else logits
 
     def draft_index(self, ids: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
 from headstart.heads.drafting import FeatureDrafter, Rotary, float_mask
 from headstart.heads.eagle import check_architecture, draft_vocab_options
 from headstart.heads.medusa import simulated_accept_length
+from headstart.target import WeightRows
 
 
 def llama_draft_config(target_config, hidden_act: str = "silu"):
@@ -106,6 +107,7 @@ class Eagle3Head(nn.Module):
         self.register_buffer("d2t", torch.zeros(n, dtype=torch.long))
         self.register_buffer("t2d", torch.ones(v, dtype=torch.bool) if n == v else torch.zeros(v, dtype=torch.bool))
         self._shared = (target.embed_tokens,)  # frozen, never saved with the head
+        self._target_rows = WeightRows()  # the target lm_head's rows of the draft vocabulary (loss)
         self._drafter = FeatureDrafter(self)
 
     @classmethod
@@ -131,7 +133,7 @@ class Eagle3Head(nn.Module):
         head.t2d.zero_()
         head.t2d[ids] = True
         with torch.no_grad():  # start from the target's own output rows: a strong init
-            head.lm_head.weight.copy_(target.lm_head.weight.detach()[ids.to(target.device)].float())
+            head.lm_head.weight.copy_(WeightRows()(target.lm_head.weight, ids).float())
         head.target_info = target.describe()
         return head.to(target.device)
 
@@ -186,11 +188,14 @@ class Eagle3Head(nn.Module):
     # ---- training ----
     def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
         feats = torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
-        w = target.lm_head.weight.detach()[self.draft_ids.to(target.device)]  # (N, D) target rows
-        target_logits = F.linear(out.hidden, w)  # (B, T, N) the target's logits over the draft vocab
-        cap = getattr(target.config, "final_logit_softcapping", None)
-        if cap:
-            target_logits = torch.tanh(target_logits / cap) * cap
+        if self.options.get("draft_vocab_size") is None:
+            target_logits = target.logits(out.hidden)  # (B, T, V)
+        else:  # (B, T, N) the target's logits over the draft vocabulary, from a copy of its rows
+            w = self._target_rows(target.lm_head.weight, self.draft_ids)
+            target_logits = F.linear(out.hidden.to(w.dtype), w)
+            cap = getattr(target.config, "final_logit_softcapping", None)
+            if cap:
+                target_logits = torch.tanh(target_logits / cap) * cap
         return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.ttt_steps, cfg.loss_decay)
 
     def loss(

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.tree import DraftState, Proposal, Tree
+from headstart.target import WeightRows, gathered
 
 
 class ResBlock(nn.Module):
@@ -48,7 +49,7 @@ class MedusaHeads(nn.Module):
         n_draft = options.get("draft_vocab_size") or v
         self.register_buffer("draft_ids", torch.arange(n_draft, dtype=torch.long))
         self._target_lm_head = target_lm_head
-        self._shared_cache: tuple | None = None  # (weight identity, draft ids, gathered rows)
+        self._shared_rows = WeightRows()  # the target lm_head's rows of the draft vocabulary
         if options["shared_lm_head"]:
             if target_lm_head is None:
                 raise ValueError("a Medusa head with shared_lm_head=True needs the target's lm_head")
@@ -97,21 +98,11 @@ class MedusaHeads(nn.Module):
 
     def _init_own_lm_heads(self) -> None:
         if self.lm_heads is not None and self._target_lm_head is not None:
-            rows = self._target_lm_head.weight.data[self.draft_ids.to(self._target_lm_head.weight.device)]
-            for head in self.lm_heads:
-                head.weight.data.copy_(rows)
-
-    def shared_weight(self) -> torch.Tensor:
-        """The target's lm_head rows of the draft vocabulary (n_draft, D), gathered once and cached."""
-        w = self._target_lm_head.weight
-        if self.options.get("draft_vocab_size") is None:
-            return w
-        key = (w.data_ptr(), w.dtype, w.device)
-        cache = self._shared_cache
-        if cache is None or cache[0] != key or not torch.equal(cache[1], self.draft_ids):
-            cache = (key, self.draft_ids.clone(), w.detach()[self.draft_ids.to(w.device)])
-            self._shared_cache = cache
-        return cache[2]
+            w = self._target_lm_head.weight
+            with gathered([w]), torch.no_grad():
+                rows = w.detach()[self.draft_ids.to(w.device)]
+                for head in self.lm_heads:
+                    head.weight.copy_(rows)
 
     def draft_index(self, labels: torch.Tensor) -> torch.Tensor:
         """Target ids -> index in the draft vocabulary, -1 where the token is outside it."""
@@ -133,12 +124,12 @@ class MedusaHeads(nn.Module):
 
     def project(self, h: torch.Tensor, k: int) -> torch.Tensor:
         """Head k's logits over the draft vocabulary: (..., D) -> (..., n_draft)."""
-        if self.lm_heads is None:
-            weight = self.shared_weight()
+        # Module calls, not F.linear on .weight: DeepSpeed ZeRO-3 gathers a partitioned weight only
+        # around its module's forward (and backward).
+        head = self.lm_heads[k] if self.lm_heads is not None else self._target_lm_head
+        if self.lm_heads is None and self.options.get("draft_vocab_size") is not None:
+            weight = self._shared_rows(head.weight, self.draft_ids)  # a frozen copy of the rows
             return F.linear(h.to(weight.dtype), weight)
-        # A module call, not F.linear on .weight: DeepSpeed ZeRO-3 gathers a partitioned weight only
-        # around its module's forward.
-        head = self.lm_heads[k]
         return head(h.to(head.weight.dtype))
 
     def forward(self, hidden: torch.Tensor) -> list[torch.Tensor]:

@@ -66,10 +66,12 @@ def cmd_self_instruct(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from headstart.train.trainer import train
+    from headstart.train.trainer import train, zero3_loading
 
     recipe = _recipe(args)
-    result = train(recipe, _target(recipe))
+    with zero3_loading(recipe):  # a ZeRO-3 recipe partitions the target across processes as it loads
+        target = _target(recipe)
+    result = train(recipe, target)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -9,6 +9,7 @@ attention mask (0 where a query may attend a key, the dtype's minimum elsewhere)
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,50 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)} or 'auto', got {dtype!r}")
     return _DTYPES[dtype]
+
+
+def is_partitioned(param: torch.Tensor) -> bool:
+    """Whether DeepSpeed ZeRO-3 holds this parameter in slices across processes: its `.data` is
+    empty outside the forward of its module (and of `gathered`)."""
+    return hasattr(param, "ds_id")
+
+
+@contextmanager
+def gathered(params):
+    """Whole parameters inside the block where ZeRO-3 partitions them; nothing to do otherwise.
+
+    It is a collective: under ZeRO-3 every process must enter it, with the same parameters.
+    """
+    params = [p for p in params if is_partitioned(p)]
+    if not params:
+        yield
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(params):
+        yield
+
+
+class WeightRows:
+    """A detached copy of some rows of a frozen weight (the target lm_head's rows of a draft
+    vocabulary), made once and remade only when the weight moves, changes dtype or the rows change.
+
+    The copy is a plain tensor: a partitioned (ZeRO-3) weight is gathered once to make it, and
+    autograd never holds the weight itself.
+    """
+
+    def __init__(self):
+        self._cache: tuple | None = None  # (weight identity, ids, rows)
+
+    def __call__(self, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        where = "zero3" if is_partitioned(weight) else (weight.data_ptr(), weight.device)
+        key = (id(weight), weight.dtype, where)
+        cache = self._cache
+        if cache is None or cache[0] != key or not torch.equal(cache[1], ids):
+            with gathered([weight]):
+                rows = weight.detach()[ids.to(weight.device)]
+            self._cache = cache = (key, ids.clone(), rows)
+        return cache[2]
 
 
 @dataclass
@@ -93,8 +138,8 @@ class Target:
             attn_implementation=attn_implementation,
             **kwargs,
         )
-        if device is not None:
-            model.to(device)
+        if device is not None and not is_partitioned(next(model.parameters())):
+            model.to(device)  # a ZeRO-3 target (loaded under zero.Init) already sits where DeepSpeed put it
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, revision=revision)
         return cls(model, tokenizer, name=name or str(path_or_id), revision=revision)
 
@@ -105,7 +150,8 @@ class Target:
 
     @property
     def vocab_size(self) -> int:
-        return self.lm_head.weight.shape[0]
+        w = self.lm_head.weight
+        return getattr(w, "ds_shape", w.shape)[0]  # ZeRO-3 keeps the whole shape beside an empty tensor
 
     @property
     def num_layers(self) -> int:
@@ -121,7 +167,16 @@ class Target:
 
     @property
     def device(self) -> torch.device:
+        if self.partitioned:  # the slices may be offloaded; computation happens on the accelerator
+            from deepspeed.accelerator import get_accelerator
+
+            return torch.device(get_accelerator().current_device_name())
         return self.lm_head.weight.device
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether DeepSpeed ZeRO-3 partitions the weights across processes (see `train.trainer.load_target`)."""
+        return is_partitioned(self.lm_head.weight)
 
     @property
     def embed_tokens(self) -> nn.Module:

@@ -16,6 +16,7 @@ communication op (minutes on 2 cores, cached under ~/.cache/torch_extensions).
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -26,10 +27,10 @@ import torch
 import transformers as tr
 from safetensors.torch import load_file
 
-from headstart.config import load_recipe
+from headstart.config import RecipeError, load_recipe
 from headstart.target import Target
 from headstart.train.data import build_examples
-from headstart.train.trainer import train
+from headstart.train.trainer import train, zero3_loading, zero_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = [" cat", " dog", " red", " blue", " sun", " sea", " tree", " car"]  # one token each
@@ -87,14 +88,19 @@ def step_losses(run: Path) -> list[float]:
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["deepspeed", "deepspeed-zero3", "torchrun"])
 def test_two_processes_match_one_plain_process(setup, launcher):
-    """DeepSpeed ZeRO-2 (the launcher script's default), ZeRO-3 (the frozen target partitioned
-    across the processes too) and plain DDP under torchrun."""
+    """DeepSpeed ZeRO-2 (the launcher script's default), ZeRO-3 and plain DDP under torchrun.
+
+    Under ZeRO-3 the frozen target is partitioned as it loads (each process keeps half of every
+    weight) and the head is an EAGLE-3 head, the kind that reads the most of the target outside its
+    forward: three feature layers, the embedding while unrolling, the lm_head's rows for the loss.
+    """
     port = free_port()
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", MASTER_PORT=str(port), NUM_GPUS="2")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR"):
         env.pop(key, None)
-    args = [str(setup / "recipe.yaml"), "train.batch_size=2", f"train.output_dir={setup / 'ds'}"]
+    head = ["head.kind=eagle3", "train.ttt_steps=2"] if launcher == "deepspeed-zero3" else []
+    args = [str(setup / "recipe.yaml"), *head, "train.batch_size=2", f"train.output_dir={setup / 'ds'}"]
     if launcher.startswith("deepspeed"):
         if launcher == "deepspeed-zero3":
             env["DS_CONFIG"] = str(ROOT / "scripts" / "ds_zero3.json")
@@ -107,7 +113,7 @@ def test_two_processes_match_one_plain_process(setup, launcher):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     # The same recipe in this process: plain PyTorch, one process, all four sequences per step.
-    recipe = load_recipe(setup / "recipe.yaml", ["train.batch_size=4", f"train.output_dir={setup / 'plain'}"])
+    recipe = load_recipe(setup / "recipe.yaml", [*head, "train.batch_size=4", f"train.output_dir={setup / 'plain'}"])
     target = Target.from_pretrained(setup / "target", dtype=torch.float32)
     train(recipe, target)
 
@@ -118,6 +124,31 @@ def test_two_processes_match_one_plain_process(setup, launcher):
     assert sorted(a) == sorted(b)
     for name in a:
         torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6, msg=name)
-    assert not torch.equal(a["blocks.0.0.linear.weight"], torch.zeros_like(a["blocks.0.0.linear.weight"]))
+    if not head:  # Medusa's blocks start at zero: they trained
+        assert not torch.equal(a["blocks.0.0.linear.weight"], torch.zeros_like(a["blocks.0.0.linear.weight"]))
     # One writer: the final head and its summary exist once and are complete.
     assert json.loads((setup / "ds" / "final" / "config.json").read_text())["training"]["steps"] == 3
+    if launcher == "deepspeed-zero3":
+        # Each process held half of the target's weights from loading on (ZeRO-3 pads each slice).
+        shares = re.findall(r"ZeRO-3: process (\d) holds ([\d,]+) of the target's ([\d,]+) parameters", proc.stdout + proc.stderr)
+        assert sorted(r for r, _, _ in shares) == ["0", "1"], proc.stderr[-2000:]
+        total = sum(p.numel() for p in target.model.parameters())
+        for _, local, whole in shares:
+            assert int(whole.replace(",", "")) == total
+            assert 0.5 <= int(local.replace(",", "")) / total < 0.52
+
+
+def test_zero3_recipes_are_checked_before_loading(tmp_path):
+    """ZeRO-3 keeps every weight in the DeepSpeed config's precision: a mix it would silently change
+    (a bf16 target with train.bf16 false) is refused before anything loads; so is an unreadable config."""
+    zero3 = str(ROOT / "scripts" / "ds_zero3.json")
+    assert zero_stage(zero3) == 3 and zero_stage(str(ROOT / "scripts" / "ds_zero2.json")) == 2 and zero_stage(None) is None
+    recipe = load_recipe(None, [f"train.deepspeed={zero3}", "target.dtype=bfloat16", "train.bf16=false"])
+    with pytest.raises(RecipeError, match="train.bf16=true"), zero3_loading(recipe):
+        pytest.fail("the block must not run")
+    (tmp_path / "broken.json").write_text('{"zero_optimization": {"stage": 3')
+    with pytest.raises(RecipeError, match="cannot read the DeepSpeed config"):
+        zero_stage(str(tmp_path / "broken.json"))
+    joint = load_recipe(None, [f"train.deepspeed={zero3}", "train.joint=true", "head.kind=medusa"])
+    with pytest.raises(RecipeError, match="ZeRO-3"):
+        train(joint, None)

@@ -3,6 +3,7 @@ import random
 import shutil
 import time
 
+import pytest
 import torch
 
 import headstart as hs
@@ -98,6 +99,32 @@ def test_wandb_offline_run_is_written(tmp_path, smol_shaped_target, monkeypatch)
     assert wandb_config_item(record, "learning_rate") == 1e-2  # HF's own TrainingArguments are there too
     for key in (b"head0_top1", b"head1_top5", b"sim_accept_length", b"heldout/top1_depth1", b"heldout/sim_accept_length"):
         assert key in record, key
+
+
+def test_tensorboard_events_are_written(tmp_path, smol_shaped_target):  # noqa: F811
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    summary = train(recipe(tmp_path, "train.max_steps=2", "train.logging_steps=1", "train.report_to=tensorboard"),
+                    smol_shaped_target)
+    logdirs = list((tmp_path / "run" / "runs").iterdir())  # HF's default: output_dir/runs/<date>_<host>
+    assert len(logdirs) == 1
+    events = EventAccumulator(str(logdirs[0]), size_guidance={"tensors": 0, "scalars": 0})
+    events.Reload()
+    scalars = events.Tags()["scalars"]
+    # Per-depth accuracy and the simulated acceptance length at every logging step; the held-out
+    # figures once, after training (HF prefixes "train/").
+    for tag in ("train/loss", "train/head0_top1", "train/head1_top5", "train/sim_accept_length"):
+        assert [e.step for e in events.Scalars(tag)] == [1, 2], tag
+    for tag in ("train/heldout/top1_depth1", "train/heldout/top5_depth2", "train/heldout/sim_accept_length"):
+        assert len(events.Scalars(tag)) == 1, (tag, scalars)
+    heldout = events.Scalars("train/heldout/top1_depth1")[0].value
+    assert heldout == pytest.approx(summary["heldout"]["top1"][0], abs=1e-6)
+    # The run config: the recipe, the target and the head, as JSON text beside HF's own arguments.
+    texts = {t.split("/")[0]: t for t in events.Tags()["tensors"]}
+    ours = json.loads(events.Tensors(texts["headstart"])[0].tensor_proto.string_val[0])
+    assert ours["recipe"]["train"]["report_to"] == "tensorboard" and ours["head"]["kind"] == "medusa"
+    assert ours["target"]["vocab_size"] == smol_shaped_target.vocab_size
+    assert "args" in texts
 
 
 def wandb_config_item(record: bytes, key: str):

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
-from transformers.integrations import is_deepspeed_zero3_enabled
+from transformers.integrations import TensorBoardCallback, is_deepspeed_zero3_enabled
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 import headstart.heads as heads_registry
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.heads.checkpoint import CONFIG_NAME, save_heads
-from headstart.target import Target
+from headstart.target import Target, gathered, is_partitioned, resolve_dtype
 from headstart.train import joint as medusa2
 from headstart.train.data import build_examples, collate, split
 from headstart.train.features import batch_features, training_dataset
@@ -49,19 +51,26 @@ class TimeBudget(TrainerCallback):
 class RunConfig(TrainerCallback):
     """Record what was trained as the tracker's run config: the recipe, the target, the head.
 
-    HF's WandbCallback (earlier in the callback list) opens the run in its own on_train_begin and
-    records the TrainingArguments; this adds headstart's side under "headstart".
+    HF's WandbCallback and TensorBoardCallback (earlier in the callback list) open the run in their
+    own on_train_begin and record the TrainingArguments; this adds headstart's side under
+    "headstart": wandb's run config, or a TensorBoard text summary (JSON).
     """
 
     def __init__(self, config: dict):
         self.config = config
+        self.tensorboard = None  # HF's TensorBoardCallback of the trainer, when report_to has it
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero and "wandb" in args.report_to:
+        if not state.is_world_process_zero:
+            return
+        if "wandb" in args.report_to:
             import wandb
 
             if wandb.run is not None:
                 wandb.run.config.update({"headstart": self.config}, allow_val_change=True)
+        writer = getattr(self.tensorboard, "tb_writer", None)
+        if writer is not None:
+            writer.add_text("headstart", json.dumps(self.config, indent=2))
 
 
 def run_config(recipe: Recipe, target: Target, heads) -> dict:
@@ -85,8 +94,16 @@ class TrainingModule(nn.Module):
         self.cfg = cfg
         self.joint = bool(cfg.joint)
         self.progress = 0.0  # share of the optimizer steps done (the head-loss warmup reads it)
-        if self.joint:
-            self.backbone = target.model  # its LoRA parameters train; the rest stays frozen
+        if self.joint or target.partitioned:
+            # Joint mode: its LoRA parameters train, the rest stays frozen. ZeRO-3: DeepSpeed's hooks
+            # gather the partitioned target's layers around each use only for modules it manages.
+            self.backbone = target.model
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if not self.joint and hasattr(self, "backbone"):
+            self.backbone.eval()  # registered for ZeRO-3's hooks only: the frozen target stays in eval mode
+        return self
 
     def forward(self, **batch):
         if self.joint:
@@ -162,6 +179,16 @@ class HeadTrainer(Trainer):
             self._recent_sim = logs.get("sim_accept_length", self._recent_sim)
         super().log(logs, start_time)
 
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Under ZeRO-3 gather the head's slices only: the stock path would gather every weight of
+        the module, the partitioned target's included, onto one process to save a few MB."""
+        if not (self.is_deepspeed_enabled and is_deepspeed_zero3_enabled()):
+            return super().save_model(output_dir, _internal_call)
+        heads = self.accelerator.unwrap_model(self.model).heads
+        with gathered(list(heads.parameters())):  # a collective: every process gathers
+            state = {k: v.detach().cpu().clone() for k, v in heads.state_dict().items()}
+        self._save(output_dir, state_dict=state)
+
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         if self.args.should_save:
             heads = self.accelerator.unwrap_model(self.model).heads
@@ -191,9 +218,7 @@ def unpartitioned(trainer: Trainer, heads, target: Target):
     parameter; all processes gather them (a collective) into a plain copy for measuring and saving."""
     if not (trainer.is_deepspeed_enabled and is_deepspeed_zero3_enabled()):
         return heads
-    import deepspeed
-
-    with deepspeed.zero.GatheredParameters(list(heads.parameters())):
+    with gathered(list(heads.parameters())):
         state = {k: v.detach().clone() for k, v in heads.state_dict().items()}
     plain = type(heads).from_config(dict(heads.options), target)
     plain.load_state_dict(state)
@@ -263,6 +288,63 @@ def _seconds_per_step(module: TrainingModule, dataset, cfg: TrainConfig) -> floa
     return min(times) * 1.1  # optimizer and logging overhead
 
 
+def zero_stage(deepspeed_config: str | None) -> int | None:
+    """The ZeRO stage of a DeepSpeed JSON config (None without one)."""
+    if not deepspeed_config:
+        return None
+    try:
+        config = json.loads(Path(deepspeed_config).read_text())
+    except (OSError, ValueError) as e:
+        raise RecipeError(f"train.deepspeed: cannot read the DeepSpeed config {deepspeed_config}: {e}") from e
+    return int(config.get("zero_optimization", {}).get("stage", 0))
+
+
+def _check_zero3_dtype(recipe: Recipe) -> None:
+    """Under ZeRO-3 every weight, the target's too, takes the DeepSpeed config's precision."""
+    dtype = resolve_dtype(recipe.target.dtype)
+    if dtype == torch.float16 or (dtype == torch.bfloat16 and not recipe.train.bf16):
+        raise RecipeError(
+            f"ZeRO-3 stores every weight, the target's too, in the DeepSpeed config's precision, which follows "
+            f"train.bf16 ({recipe.train.bf16}): a {recipe.target.dtype} target needs train.bf16=true and "
+            "target.dtype=bfloat16, or target.dtype=float32"
+        )
+
+
+@contextmanager
+def zero3_loading(recipe: Recipe):
+    """Load the target inside this block to partition it while it loads (ZeRO-3 recipes only).
+
+    transformers loads a model under DeepSpeed's `zero.Init` while an HF DeepSpeed config is alive:
+    each of N processes then keeps 1/N of every weight from the start, so a target larger than one
+    device (or one host's memory, N times) fits. The config is the one training will use, with its
+    "auto" values resolved from the recipe. Other recipes load as usual.
+    """
+    if zero_stage(recipe.train.deepspeed) != 3:
+        yield
+        return
+    _check_zero3_dtype(recipe)
+    bf16 = recipe.train.bf16 and resolve_dtype(recipe.target.dtype) == torch.bfloat16
+    args = training_arguments(recipe.train, max_steps=-1, bf16=bf16)  # alive while loading
+    _ = args.device  # sets up the process group (HF/accelerate) ...
+    import deepspeed
+
+    deepspeed.init_distributed()  # ... and DeepSpeed's view of it: zero.Init partitions over every process
+    yield
+    del args
+
+
+def partition_report(target: Target) -> str:
+    """How much of the target this process holds (ZeRO-3 keeps a slice of each weight per process)."""
+    params = list(target.model.parameters())
+    total = sum(p.ds_numel if is_partitioned(p) else p.numel() for p in params)
+    # Small parameters (under stage3_param_persistence_threshold) stay whole on every process.
+    local = sum(p.ds_tensor.numel() if is_partitioned(p) and not p.ds_persist else p.numel() for p in params)
+    import torch.distributed as dist
+
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    return f"ZeRO-3: process {rank} holds {local:,} of the target's {total:,} parameters ({100 * local / total:.1f}%)"
+
+
 def _check_joint(recipe: Recipe, target: Target) -> None:
     """Medusa-2's preconditions, before any data is read or anything is written."""
     cfg = recipe.train
@@ -274,8 +356,37 @@ def _check_joint(recipe: Recipe, target: Target) -> None:
         raise RecipeError(f"train.backbone_loss must be one of {medusa2.BACKBONE_LOSSES}, got {cfg.backbone_loss!r}")
     if recipe.data.features_dir:
         raise RecipeError("train.joint changes the target's features while it trains: it cannot read an offline feature cache (unset data.features_dir)")
-    if cfg.deepspeed and "zero3" in Path(cfg.deepspeed).name:
+    if zero_stage(cfg.deepspeed) == 3:
         raise RecipeError("train.joint is not supported with ZeRO-3 yet (the adapters would be partitioned); use scripts/ds_zero2.json")
+
+
+def training_arguments(cfg: TrainConfig, max_steps: int, bf16: bool) -> TrainingArguments:
+    """The HF TrainingArguments of a recipe's train section (they resolve a DeepSpeed config's "auto"s)."""
+    return TrainingArguments(
+        output_dir=cfg.output_dir,
+        learning_rate=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        lr_scheduler_type=cfg.scheduler,
+        warmup_steps=cfg.warmup_ratio,
+        num_train_epochs=cfg.epochs,
+        max_steps=max_steps,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        max_grad_norm=cfg.max_grad_norm,
+        bf16=bf16,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        report_to=[] if cfg.report_to == "none" else [cfg.report_to],
+        seed=cfg.seed,
+        dataloader_num_workers=cfg.dataloader_workers,
+        remove_unused_columns=False,
+        train_sampling_strategy="group_by_length",
+        deepspeed=cfg.deepspeed,
+        use_cpu=not torch.cuda.is_available(),
+        ddp_find_unused_parameters=False,  # every trained parameter takes part in every loss
+        disable_tqdm=False,
+    )
 
 
 def train(recipe: Recipe, target: Target, heads=None) -> dict:
@@ -306,7 +417,15 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     dataset = training_dataset(train_ex, data.features_dir, target, heads.feature_layers)  # online or cached
 
     max_steps = cfg.max_steps
-    if cfg.max_minutes is not None and max_steps <= 0:
+    if target.partitioned:
+        # The partitioned target runs only inside DeepSpeed's engine, which does not exist yet: no
+        # timed steps to size the schedule. A time budget still stops training at its deadline.
+        _check_zero3_dtype(recipe)
+        print(partition_report(target), file=sys.stderr)
+        if cfg.max_minutes is not None and max_steps <= 0:
+            print("ZeRO-3: the learning-rate schedule spans train.epochs; train.max_minutes stops training at the deadline",
+                  file=sys.stderr)
+    elif cfg.max_minutes is not None and max_steps <= 0:
         per_step = _seconds_per_step(module, dataset, cfg) * cfg.grad_accum
         by_time = int(cfg.max_minutes * 60 / per_step)
         by_epochs = math.ceil(len(dataset) * cfg.epochs / (cfg.batch_size * cfg.grad_accum))
@@ -315,33 +434,10 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     if resume == "last":
         resume = last_complete_checkpoint(cfg.output_dir)
 
-    args = TrainingArguments(
-        output_dir=cfg.output_dir,
-        learning_rate=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        lr_scheduler_type=cfg.scheduler,
-        warmup_steps=cfg.warmup_ratio,
-        num_train_epochs=cfg.epochs,
-        max_steps=max_steps,
-        per_device_train_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.grad_accum,
-        max_grad_norm=cfg.max_grad_norm,
-        bf16=_bf16(cfg, target),
-        logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_steps,
-        save_total_limit=cfg.save_total_limit,
-        report_to=[] if cfg.report_to == "none" else [cfg.report_to],
-        seed=cfg.seed,
-        dataloader_num_workers=cfg.dataloader_workers,
-        remove_unused_columns=False,
-        train_sampling_strategy="group_by_length",
-        deepspeed=cfg.deepspeed,
-        use_cpu=not torch.cuda.is_available(),
-        ddp_find_unused_parameters=False,  # every trained parameter takes part in every loss
-        disable_tqdm=False,
-    )
+    args = training_arguments(cfg, max_steps, _bf16(cfg, target))
     callbacks = [TimeBudget(cfg.max_minutes * 1.15)] if cfg.max_minutes else []
-    callbacks += [RunConfig(run_config(recipe, target, heads)), Progress(module)]
+    tracking = RunConfig(run_config(recipe, target, heads))
+    callbacks += [tracking, Progress(module)]
     pad_id = target.tokenizer.pad_token_id or 0 if target.tokenizer is not None else 0
     trainer = HeadTrainer(
         target=target,
@@ -352,6 +448,7 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         data_collator=lambda rows: collate(rows, pad_id),
         callbacks=callbacks,
     )
+    tracking.tensorboard = next((c for c in trainer.callback_handler.callbacks if isinstance(c, TensorBoardCallback)), None)
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - start
