@@ -20,6 +20,9 @@ from safetensors.torch import load_file, save_file
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+# Medusa-2: the LoRA adapter trained with the heads, beside them, under PEFT's file names
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
 class CheckpointError(ValueError):
@@ -137,7 +140,7 @@ def resolve_folder(path_or_repo_id: str | Path, revision: str | None = None) -> 
         raise CheckpointError(f"{path_or_repo_id} is neither a folder nor a Hub repo id (owner/name)")
     from huggingface_hub import snapshot_download
 
-    patterns = [CONFIG_NAME, WEIGHTS_NAME, "adapter_config.json", "adapter_model.safetensors"]
+    patterns = [CONFIG_NAME, WEIGHTS_NAME, ADAPTER_CONFIG, ADAPTER_WEIGHTS]
     return Path(snapshot_download(str(path_or_repo_id), revision=revision, allow_patterns=patterns))
 
 

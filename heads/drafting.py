@@ -116,3 +116,38 @@ class FeatureDrafter:
             torch.tensor(parents), torch.tensor(scores), torch.tensor(toks, device=dev), spec.total_tokens
         )
         return Proposal(kept[None], tree)
+
+
+class FeatureHead(nn.Module):
+    """What EAGLE and EAGLE-3 heads share: built from (options, target), saved as config.json +
+    model.safetensors, and drafting dynamic trees through a `FeatureDrafter` (`self._drafter`).
+    Subclasses define `fc` (its weight gives the head's dtype and device), `step`, `draft_logits`."""
+
+    dynamic = True
+    needs_features = True
+
+    @classmethod
+    def from_config(cls, options: dict, target):
+        """The shell a checkpoint's weights are loaded into."""
+        return cls(options, target)
+
+    def save_pretrained(self, folder, target=None, extra: dict | None = None):
+        from headstart.heads.checkpoint import save_heads
+
+        return save_heads(self, folder, target, extra)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.fc.weight.device
+
+    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+        """Grow an EAGLE-2 tree from the target's features committed since the last call."""
+        return self._drafter.propose(state, spec)
+
+    def drafter(self) -> FeatureDrafter:
+        """A fresh drafting state (the head's own KV cache) for one sequence: the engine makes one per row."""
+        return FeatureDrafter(self)

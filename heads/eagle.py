@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
-from headstart.heads.drafting import FeatureDrafter, Rotary, causal_mask, single_layer_config
+from headstart.decode.tree import DynamicTreeSpec
+from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary, causal_mask, single_layer_config
 from headstart.heads.medusa import index_in_draft_vocab
 from headstart.target import WeightRows
 
@@ -47,13 +47,11 @@ def draft_vocab_options(target, draft_vocab: torch.Tensor | None) -> int | None:
     return n
 
 
-class EagleHead(nn.Module):
+class EagleHead(FeatureHead):
     """One EAGLE-1/2 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, model_type,
     tree (depth, top_k, total_tokens of the dynamic tree)."""
 
     kind = "eagle"
-    dynamic = True
-    needs_features = True
     feature_layers: tuple[int, ...] = ()  # the target's last hidden state
     recipe_fields: tuple[str, ...] = ()
 
@@ -91,23 +89,6 @@ class EagleHead(nn.Module):
             head.draft_ids.copy_(draft_vocab)
         head.target_info = target.describe()
         return head.to(target.device)
-
-    @classmethod
-    def from_config(cls, options: dict, target) -> "EagleHead":
-        return cls(options, target)
-
-    def save_pretrained(self, folder, target=None, extra: dict | None = None):
-        from headstart.heads.checkpoint import save_heads
-
-        return save_heads(self, folder, target, extra)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.fc.weight.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.fc.weight.device
 
     # ---- the layer ----
     def input_features(self, features: torch.Tensor) -> torch.Tensor:
@@ -181,12 +162,3 @@ class EagleHead(nn.Module):
         loss = feature_weight * feature_loss + ce_weight * ce
         return loss, {"feature_loss": feature_loss.item(), "ce": ce.item(), "step0_top1": acc,
                       "step0_agree": agree, "sim_accept_length": 1 + acc}
-
-    # ---- decoding ----
-    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
-        """Grow an EAGLE-2 tree from the features the target committed since the last call."""
-        return self._drafter.propose(state, spec)
-
-    def drafter(self) -> FeatureDrafter:
-        """A fresh drafting state (the head's own KV cache) for one sequence: the engine makes one per row."""
-        return FeatureDrafter(self)

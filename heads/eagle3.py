@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headstart.decode.tree import DraftState, DynamicTreeSpec, Proposal
-from headstart.heads.drafting import FeatureDrafter, Rotary, float_mask
+from headstart.decode.tree import DynamicTreeSpec
+from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary, float_mask
 from headstart.heads.eagle import check_architecture, draft_vocab_options
 from headstart.heads.medusa import simulated_accept_length
 from headstart.target import WeightRows
@@ -68,13 +68,11 @@ def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
     return float_mask(torch.cat([causal] + [eye] * step, dim=1), dtype)
 
 
-class Eagle3Head(nn.Module):
+class Eagle3Head(FeatureHead):
     """One EAGLE-3 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, feature_layers,
     model_type, tree."""
 
     kind = "eagle3"
-    dynamic = True
-    needs_features = True
     recipe_fields: tuple[str, ...] = ("feature_layers",)
 
     def __init__(self, options: dict, target):
@@ -136,23 +134,6 @@ class Eagle3Head(nn.Module):
             head.lm_head.weight.copy_(WeightRows()(target.lm_head.weight, ids).float())
         head.target_info = target.describe()
         return head.to(target.device)
-
-    @classmethod
-    def from_config(cls, options: dict, target) -> "Eagle3Head":
-        return cls(options, target)
-
-    def save_pretrained(self, folder, target=None, extra: dict | None = None):
-        from headstart.heads.checkpoint import save_heads
-
-        return save_heads(self, folder, target, extra)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.fc.weight.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.fc.weight.device
 
     @property
     def draft_ids(self) -> torch.Tensor:
@@ -244,12 +225,3 @@ class Eagle3Head(nn.Module):
             accs.append(acc)
         metrics["sim_accept_length"] = simulated_accept_length(accs)
         return total, metrics
-
-    # ---- decoding ----
-    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
-        """Grow an EAGLE-2 tree from the three-layer features committed since the last call."""
-        return self._drafter.propose(state, spec)
-
-    def drafter(self) -> FeatureDrafter:
-        """A fresh drafting state (the head's own KV cache) for one sequence: the engine makes one per row."""
-        return FeatureDrafter(self)

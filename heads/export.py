@@ -34,6 +34,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from headstart.heads.checkpoint import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
     CONFIG_NAME,
     WEIGHTS_NAME,
     CheckpointError,
@@ -324,8 +326,6 @@ def export(
         elif isinstance(heads_or_folder, torch.nn.Module):
             raise ExportError("export a Medusa-2 head from its saved folder (the adapter files travel with it)")
         else:
-            from headstart.train.joint import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-
             src = Path(heads_or_folder)
             extra_files = {ADAPTER_CONFIG: (src / ADAPTER_CONFIG).read_text(), ADAPTER_WEIGHTS: _read_safetensors(src / ADAPTER_WEIGHTS)}
     if target is not None:  # shapes must agree; another target's name is the user's choice

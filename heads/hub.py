@@ -17,13 +17,13 @@ import os
 import tempfile
 from pathlib import Path
 
-from headstart.heads.checkpoint import CONFIG_NAME, WEIGHTS_NAME, CheckpointError
+from headstart.heads.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, CONFIG_NAME, WEIGHTS_NAME, CheckpointError
 
 CARD_NAME = "README.md"
 #: the files a head folder may publish, per layout (the weights file is the only large one)
 HEAD_FILES = (
     CONFIG_NAME, WEIGHTS_NAME, "medusa_lm_head.safetensors",
-    "adapter_config.json", "adapter_model.safetensors",  # Medusa-2: the LoRA adapter trained with the heads
+    ADAPTER_CONFIG, ADAPTER_WEIGHTS,  # Medusa-2: the LoRA adapter trained with the heads
 )
 
 

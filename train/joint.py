@@ -32,10 +32,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from headstart.config import RecipeError
+from headstart.heads.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 
 ADAPTER_NAME = "medusa2"
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."  # PEFT's key prefix, so `PeftModel.from_pretrained` reads our files too
 BACKBONE_LOSSES = ("kl", "lm")
 

@@ -218,6 +218,20 @@ class _Streams:
             self.streamer.end()
 
 
+def _start(target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer):
+    """What both decoding loops check and set up: the prompt's length against the context, the stop
+    rules, the seeded generator, the rows without their padding, and the streamer (fed the first
+    prompt first, as HF streamers expect)."""
+    _check_prompt(target, input_ids, max_new_tokens)
+    stopper = Stopper(target, max_new_tokens, eos_token_id, stop_strings)
+    gen = None if sampling.greedy else make_generator(target.device, seed)
+    rows = _rows(input_ids.to(target.device), attention_mask)
+    streams = _Streams(streamer, len(rows))
+    if streamer is not None:
+        streams.put(rows[0][0].cpu())
+    return stopper, gen, rows, streams
+
+
 @torch.no_grad()
 def plain_generate(
     target,
@@ -234,13 +248,9 @@ def plain_generate(
 ) -> GenerateOutput:
     """Plain decoding with the same Target calls, one token per forward: the reference."""
     sampling = Sampling(temperature, top_k, top_p)
-    _check_prompt(target, input_ids, max_new_tokens)
-    stopper = Stopper(target, max_new_tokens, eos_token_id, stop_strings)
-    gen = None if sampling.greedy else make_generator(target.device, seed)
-    rows = _rows(input_ids.to(target.device), attention_mask)
-    streams = _Streams(streamer, len(rows))
-    if streamer is not None:
-        streams.put(rows[0][0].cpu())  # HF streamers expect the prompt first
+    stopper, gen, rows, streams = _start(
+        target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer
+    )
     news, reasons = [], []
     start = time.perf_counter()
     for row in rows:
@@ -367,13 +377,9 @@ class SpeculativeGenerator:
         sampling = Sampling(temperature, top_k, top_p)
         if acceptance not in ACCEPTANCE_MODES:
             raise ValueError(f"acceptance must be one of {ACCEPTANCE_MODES}, got {acceptance!r}")
-        _check_prompt(self.target, input_ids, max_new_tokens)
-        stopper = Stopper(self.target, max_new_tokens, eos_token_id, stop_strings)
-        gen = None if sampling.greedy else make_generator(self.target.device, seed)
-        prompts = _rows(input_ids.to(self.target.device), attention_mask)
-        streams = _Streams(streamer, len(prompts))
-        if streamer is not None:
-            streams.put(prompts[0][0].cpu())
+        stopper, gen, prompts, streams = _start(
+            self.target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer
+        )
         mode = {"sampling": sampling, "gen": gen, "typical": acceptance == "typical" and not sampling.greedy,
                 "threshold": typical_threshold, "alpha": typical_alpha}
         out = GenerateOutput(torch.empty(0))
