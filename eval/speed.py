@@ -14,9 +14,10 @@ import torch
 
 from headstart.decode.generate import SpeculativeGenerator, plain_generate
 from headstart.decode.tune import forward_cost
+from headstart.errors import HeadstartError
 
 
-class EvalError(ValueError):
+class EvalError(HeadstartError):
     """An evaluation that cannot run as asked (a peer's model, a tokenizer); the message says what to do."""
 
 

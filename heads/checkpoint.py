@@ -1,21 +1,27 @@
 """Head checkpoints: `config.json` + `model.safetensors`, the head's own weights only.
 
-config.json records the kind, the head's options, and the target it was trained for (name,
-revision, hidden size, vocab size, layers, max_position_embeddings), so that loading can refuse a
-head for another target and serving layouts can be written from the checkpoint alone. Files are
-written beside their final names and renamed into place, config.json last: an interrupted save
-never looks complete.
+config.json records the kind, the head's options, the target it was trained for (its name, as
+information, and its fingerprint: architecture, shapes and a hash of some embedding rows, which
+loading compares), and the SHA-256 of each weights file, which loading verifies, so that a
+corrupt or altered file is refused even when it still parses. Files are written beside their final
+names and renamed into place, config.json last: an interrupted save never looks complete.
 Nothing is ever unpickled.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from pathlib import Path
 
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from headstart.errors import HeadstartError
+from headstart.files import sha256_file, write_json, write_safetensors
+from headstart.heads.options import HeadOptionsError, check_head_config
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
@@ -23,9 +29,13 @@ WEIGHTS_NAME = "model.safetensors"
 # Medusa-2: the LoRA adapter trained with the heads, beside them, under PEFT's file names
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+#: config.json's key for {weights file name: SHA-256 hex digest}
+CHECKSUMS = "sha256"
+
+log = logging.getLogger(__name__)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(HeadstartError):
     """A head checkpoint that is missing, corrupt, or made for another target."""
 
 
@@ -33,26 +43,45 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     """Write the head (never the target) to `folder` atomically; returns the folder.
 
     `state` overrides tensors of the head's own state dict (e.g. the consolidated weights of a
-    head whose parameters DeepSpeed ZeRO-3 has partitioned across processes).
+    head whose parameters DeepSpeed ZeRO-3 has partitioned across processes). A folder whose
+    config.json is not a headstart head's (a model, an export in a serving layout) is refused:
+    its files would be overwritten.
     """
     folder = Path(folder)
+    _refuse_foreign_config(folder)
     config = head_config(heads, target, extra)
     state = {**head_state(heads), **{k: v.detach().contiguous().cpu() for k, v in (state or {}).items()}}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CONFIG_NAME).unlink(missing_ok=True)  # the folder is incomplete until the end
     # Each file is written beside its final name and renamed into place; config.json comes last,
     # so a folder with a config.json always has the weights that belong to it.
-    weights_tmp = folder / f".{WEIGHTS_NAME}.tmp"
-    save_file(state, weights_tmp, metadata={"format": "pt", "kind": heads.kind})
-    os.replace(weights_tmp, folder / WEIGHTS_NAME)
+    checksums = {WEIGHTS_NAME: write_safetensors(folder / WEIGHTS_NAME, state, {"format": "pt", "kind": heads.kind})}
     if target is not None and getattr(target, "adapter", None):
         # Medusa-2: the LoRA adapter the heads were trained with goes beside them (PEFT's files);
         # loading the head puts it back on the target, which then verifies as the adapted model.
         from headstart.train.joint import save_adapter
 
         config["adapter"] = save_adapter(target, folder)
-    _write_config(folder, config)
+        checksums[ADAPTER_WEIGHTS] = sha256_file(folder / ADAPTER_WEIGHTS)
+    config[CHECKSUMS] = checksums
+    write_json(folder / CONFIG_NAME, config)
     return folder
+
+
+def _refuse_foreign_config(folder: Path) -> None:
+    """Refuse to save a head over a config.json that is not a head's (a model's, a serving export's)."""
+    path = folder / CONFIG_NAME
+    if not path.is_file():
+        return
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError):
+        config = None
+    if not (isinstance(config, dict) and "format_version" in config and "kind" in config):
+        raise CheckpointError(
+            f"{folder} holds a {CONFIG_NAME} that is not a headstart head's (a model or an export?); saving a head "
+            f"there would overwrite it. Save the head to a new folder."
+        )
 
 
 def head_config(heads, target=None, extra: dict | None = None) -> dict:
@@ -75,20 +104,13 @@ def head_state(heads) -> dict:
     return {k: v.detach().contiguous().cpu() for k, v in heads.state_dict().items()}
 
 
-def _write_config(folder: Path, config: dict) -> None:
-    """Write config.json beside its final name and rename it into place."""
-    tmp = folder / f".{CONFIG_NAME}.tmp"
-    tmp.write_text(json.dumps(config, indent=2) + "\n")
-    os.replace(tmp, folder / CONFIG_NAME)
-
-
 def update_config(folder: str | Path, head: dict | None = None, **top: object) -> dict:
     """Merge keys into a saved head's config.json (e.g. the tree chosen for it), atomically."""
     folder = Path(folder)
     config = read_config(folder)
     config["head"].update(head or {})
     config.update(top)
-    _write_config(folder, config)
+    write_json(folder / CONFIG_NAME, config)
     return config
 
 
@@ -111,8 +133,46 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+def verify_checksum(folder: Path, config: dict, name: str) -> Path:
+    """The path of the weights file `name`, after checking it exists and matches the SHA-256 that
+    config.json recorded when it was saved (configs of older headstart versions record none)."""
+    path = folder / name
+    if not path.is_file():
+        raise CheckpointError(f"{folder}: {name} is missing")
+    expected = (config.get(CHECKSUMS) or {}).get(name)
+    if expected is not None and sha256_file(path) != expected:
+        raise CheckpointError(
+            f"{path} does not match the SHA-256 that {CONFIG_NAME} recorded when it was saved: the file is corrupt "
+            f"(a bad disk, an interrupted copy or download) or was changed since. Copy or download the head again."
+        )
+    return path
+
+
+def read_weights(folder: Path, config: dict, name: str = WEIGHTS_NAME) -> dict:
+    """The tensors of a head folder's weights file, verified against config.json's checksum."""
+    path = verify_checksum(folder, config, name)
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({e}); the checkpoint is corrupt") from None
+
+
+def check_options(folder: Path, config: dict) -> None:
+    """Refuse a head folder whose options no head can be built from (a HeadOptionsError naming its config.json)."""
+    try:
+        check_head_config(config)
+    except HeadOptionsError as e:
+        raise HeadOptionsError(f"{folder / CONFIG_NAME}: {e}") from None
+
+
 def check_target(config: dict, target, where: str, allow_other_target: bool = False) -> None:
-    """Refuse a head whose recorded target differs from `target` in shape (always) or name."""
+    """Refuse a head whose recorded target differs from `target` in shape (always) or identity.
+
+    Identity is the fingerprint config.json records (architecture, shapes, a hash of some embedding
+    rows), not the name: one folder has many spellings and may move. Heads saved before fingerprints
+    were recorded fall back to the name, where two spellings of one existing folder agree.
+    """
+    recorded = config.get("target") or {}
     problems = []
     if config["hidden_size"] != target.hidden_size:
         problems.append(f"hidden size {config['hidden_size']} (target has {target.hidden_size})")
@@ -120,32 +180,124 @@ def check_target(config: dict, target, where: str, allow_other_target: bool = Fa
         problems.append(f"vocabulary of {config['vocab_size']} tokens (target has {target.vocab_size})")
     if problems:
         raise CheckpointError(
-            f"the head at {where} was trained for {config['target'].get('name_or_path')!r} and does not fit "
+            f"the head at {where} was trained for {recorded.get('name_or_path')!r} and does not fit "
             f"the target {target.name!r}: it has {' and '.join(problems)}."
         )
-    recorded = (config.get("target") or {}).get("name_or_path")
-    if recorded and recorded != target.name and not allow_other_target:
-        raise CheckpointError(
-            f"the head at {where} was trained for {recorded!r}, but the target is {target.name!r}. "
-            f"Shapes agree, but its proposals would be tuned to another model. Pass "
-            f"allow_other_target=True to load it anyway."
-        )
+    name = recorded.get("name_or_path")
+    if recorded.get("fingerprint"):
+        differences = fingerprint_differences(recorded["fingerprint"], target.describe()["fingerprint"])
+        if not differences:
+            if name != target.name:
+                log.info("the head at %s names its target %r; the target %r has the same fingerprint", where, name, target.name)
+            return
+        reason = "; ".join(differences)
+    elif not name or same_name(name, target.name):
+        return
+    else:
+        reason = f"{CONFIG_NAME} records only the target's name (the head was saved by an older headstart)"
+    if allow_other_target:
+        log.info("loading the head at %s, trained for %r, on the target %r (%s)", where, name, target.name, reason)
+        return
+    raise CheckpointError(
+        f"the head at {where} was trained for {name!r}, but the target is {target.name!r}: {reason}. Shapes agree, "
+        f"but its proposals would be tuned to another model. Pass allow_other_target=True (--allow-other-target) "
+        f"to load it anyway."
+    )
 
 
-def resolve_folder(path_or_repo_id: str | Path, revision: str | None = None) -> Path:
-    folder = Path(path_or_repo_id)
-    if folder.exists():
+_FINGERPRINT_FIELDS = {
+    "architecture": "architecture",
+    "hidden_size": "hidden size",
+    "num_hidden_layers": "layers",
+    "vocab_size": "vocabulary size",
+}
+
+
+def fingerprint_differences(recorded: dict, current: dict) -> list[str]:
+    """How two target fingerprints differ, in words (empty when they agree). A field missing or
+    None on either side (an embedding hash under ZeRO-3) is not compared."""
+    out = []
+    for key, words in _FINGERPRINT_FIELDS.items():
+        a, b = recorded.get(key), current.get(key)
+        if a is not None and b is not None and a != b:
+            out.append(f"{words} {a!r} recorded, {b!r} in the target")
+    a, b = recorded.get("embedding_sha256"), current.get("embedding_sha256")
+    if a is not None and b is not None and a != b:
+        out.append("its embedding weights differ from the recorded ones (another model, or another checkpoint of this one)")
+    return out
+
+
+def same_name(recorded: str, current: str) -> bool:
+    """Whether two target names mean the same target: equal, or two spellings of one existing folder."""
+    if recorded == current:
+        return True
+    a, b = Path(recorded).expanduser(), Path(current).expanduser()
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def resolve_folder(path_or_repo_id: str | Path, revision: str | None = None, patterns: list[str] | None = None) -> Path:
+    """The local folder of a head: `path_or_repo_id` itself, or a Hub repo `owner/name` downloaded
+    (only the files in `patterns`). A missing folder or an unreachable Hub is a CheckpointError."""
+    folder = Path(path_or_repo_id).expanduser()
+    if folder.is_dir():
         return folder
-    if str(path_or_repo_id).count("/") != 1:
-        raise CheckpointError(f"{path_or_repo_id} is neither a folder nor a Hub repo id (owner/name)")
-    from huggingface_hub import snapshot_download
+    text = str(path_or_repo_id)
+    if folder.exists():
+        raise CheckpointError(f"{text} is a file; a head is a folder (with {CONFIG_NAME} and {WEIGHTS_NAME})")
+    if not _REPO_ID.fullmatch(text) or ".." in text:
+        raise CheckpointError(
+            f"the folder {text} does not exist; give the folder a head was saved to (it holds {CONFIG_NAME} and "
+            f"{WEIGHTS_NAME}) or a Hugging Face Hub repo id (owner/name)"
+        )
+    return _download(text, revision, patterns or [CONFIG_NAME, WEIGHTS_NAME, ADAPTER_CONFIG, ADAPTER_WEIGHTS])
 
-    patterns = [CONFIG_NAME, WEIGHTS_NAME, ADAPTER_CONFIG, ADAPTER_WEIGHTS]
-    return Path(snapshot_download(str(path_or_repo_id), revision=revision, allow_patterns=patterns))
+
+def hub_offline() -> bool:
+    """Whether the Hugging Face Hub is in offline mode (HF_HUB_OFFLINE), read now: huggingface_hub
+    reads the variable once, at import, and the environment may have changed since."""
+    from huggingface_hub import constants
+
+    return constants.is_offline_mode() or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _download(repo_id: str, revision: str | None, patterns: list[str]) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    missing = f"there is no folder {repo_id}, and as a Hugging Face Hub repo id"
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+    except LocalEntryNotFoundError:
+        why = "HF_HUB_OFFLINE is set" if hub_offline() else "no connection"
+        problem = f"it could not be fetched: the Hub could not be reached ({why}) and the repo is not in the local Hub cache"
+        advice = "Check the path, or connect to the internet and try again"
+    except RepositoryNotFoundError:
+        problem = "no such repo exists on the Hub (or it is private or gated)"
+        advice = "Check the path or the repo id, or log in (`hf auth login`) if the repo is private"
+    except RevisionNotFoundError:
+        problem = f"the repo has no revision {revision!r}"
+        advice = "Check the revision"
+    except (HfHubHTTPError, HFValidationError, OSError) as e:
+        problem = f"it could not be fetched ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        advice = "Check the path or the repo id"
+    raise CheckpointError(f"{missing} {problem}. {advice}.")
 
 
 def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = False, revision: str | None = None):
-    """Load a head of any registered kind and check it against `target`."""
+    """Load a head of any registered kind and check it against `target` (its shapes always; its
+    identity unless `allow_other_target`) and its weights against their recorded checksums."""
     from headstart.heads import REGISTRY
 
     folder = resolve_folder(path_or_repo_id, revision)
@@ -153,14 +305,10 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
     kind = config["kind"]
     if kind not in REGISTRY:
         raise CheckpointError(f"{folder}: unknown head kind {kind!r}; this headstart knows {sorted(REGISTRY)}")
+    check_options(folder, config)
     check_target(config, target, str(folder), allow_other_target)
+    state = read_weights(folder, config)
     weights = folder / WEIGHTS_NAME
-    if not weights.is_file():
-        raise CheckpointError(f"{folder}: {WEIGHTS_NAME} is missing")
-    try:
-        state = load_file(weights)
-    except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{weights} is not a readable safetensors file ({e}); the checkpoint is corrupt") from None
     options = dict(config["head"], hidden_size=config["hidden_size"], vocab_size=config["vocab_size"])
     try:
         heads = REGISTRY[kind].from_config(options, target)
@@ -178,6 +326,7 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
     if config.get("adapter"):  # Medusa-2: the target verifies as the adapted model from here on
         from headstart.train.joint import AdapterError, load_adapter
 
+        verify_checksum(folder, config, ADAPTER_WEIGHTS)
         try:
             load_adapter(target, folder)
         except AdapterError as e:

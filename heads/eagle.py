@@ -17,12 +17,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.tree import DynamicTreeSpec
+from headstart.errors import HeadstartError
 from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary, causal_mask, single_layer_config
 from headstart.heads.medusa import index_in_draft_vocab
+from headstart.heads.options import draft_size, draft_vocab_size
 from headstart.target import WeightRows
 
 
-class ArchitectureMismatch(ValueError):
+class ArchitectureMismatch(HeadstartError):
     """A head whose decoder layer was built for another architecture than the target's."""
 
 
@@ -33,18 +35,6 @@ def check_architecture(options: dict, target, kind: str) -> None:
             f"this {kind} head was trained on a {recorded!r} target; its decoder layer does not fit the "
             f"{target.config.model_type!r} target {target.name!r}. Train a head for this target."
         )
-
-
-def draft_vocab_options(target, draft_vocab: torch.Tensor | None) -> int | None:
-    """Check a draft vocabulary against the target; returns its size (None: the whole vocabulary)."""
-    if draft_vocab is None:
-        return None
-    n = int(draft_vocab.numel())
-    if n > target.vocab_size:
-        raise ValueError(f"a draft vocabulary of {n} tokens is larger than the target's {target.vocab_size}")
-    if n and (int(draft_vocab.min()) < 0 or int(draft_vocab.max()) >= target.vocab_size):
-        raise ValueError(f"draft vocabulary ids must lie in [0, {target.vocab_size})")
-    return n
 
 
 class EagleHead(FeatureHead):
@@ -60,14 +50,13 @@ class EagleHead(FeatureHead):
         check_architecture(options, target, self.kind)
         self.options = dict(options)
         self.target_info: dict = {}
-        d, v = options["hidden_size"], options["vocab_size"]
+        d = options["hidden_size"]
         cfg = single_layer_config(target.config)
         self.fc = nn.Linear(2 * d, d, bias=True)
         self.layer = type(target.layers[0])(cfg, layer_idx=0)
         self.layer.input_layernorm = nn.Identity()  # EAGLE: the fused input is not normed again
         self.rotary = Rotary(type(target.base.rotary_emb), cfg)
-        n_draft = options.get("draft_vocab_size") or v
-        self.register_buffer("draft_ids", torch.arange(n_draft, dtype=torch.long))
+        self.register_buffer("draft_ids", torch.arange(draft_size(options), dtype=torch.long))
         # The target's embedding and lm_head, frozen and shared: a tuple keeps them out of the
         # module registry, so they are never trained, moved or saved with the head.
         self._shared = (target.embed_tokens, target.lm_head, getattr(target.config, "final_logit_softcapping", None))
@@ -80,7 +69,7 @@ class EagleHead(FeatureHead):
         options = {
             "hidden_size": target.hidden_size,
             "vocab_size": target.vocab_size,
-            "draft_vocab_size": draft_vocab_options(target, draft_vocab),
+            "draft_vocab_size": draft_vocab_size(target, draft_vocab),
             "model_type": target.config.model_type,
             "tree": dict(tree or vars(DynamicTreeSpec())),
         }

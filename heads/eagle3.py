@@ -23,8 +23,9 @@ from torch import nn
 
 from headstart.decode.tree import DynamicTreeSpec
 from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary, float_mask
-from headstart.heads.eagle import check_architecture, draft_vocab_options
+from headstart.heads.eagle import check_architecture
 from headstart.heads.medusa import simulated_accept_length
+from headstart.heads.options import check_feature_layers, draft_size, draft_vocab_size
 from headstart.target import WeightRows
 
 
@@ -79,15 +80,12 @@ class Eagle3Head(FeatureHead):
         super().__init__()
         check_architecture(options, target, self.kind)
         layers = list(options["feature_layers"])
-        if len(layers) != 3 or any(not 0 <= i < target.num_layers for i in layers):
-            raise ValueError(
-                f"EAGLE-3 reads three target layers in [0, {target.num_layers}); got feature_layers={layers}"
-            )
+        check_feature_layers(layers, target.num_layers)
         self.options = dict(options)
         self.target_info: dict = {}
         self.feature_layers = tuple(layers)
         d, v = options["hidden_size"], options["vocab_size"]
-        n = options.get("draft_vocab_size") or v
+        n = draft_size(options)
         from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
         cfg = llama_draft_config(target.config)
@@ -120,7 +118,7 @@ class Eagle3Head(FeatureHead):
         options = {
             "hidden_size": target.hidden_size,
             "vocab_size": target.vocab_size,
-            "draft_vocab_size": draft_vocab_options(target, draft_vocab),
+            "draft_vocab_size": draft_vocab_size(target, draft_vocab),
             "feature_layers": list(feature_layers or target.default_feature_layers()),
             "model_type": target.config.model_type,
             "tree": dict(tree or vars(DynamicTreeSpec())),

@@ -7,7 +7,10 @@ A layout is one entry of `LAYOUTS`: the head kinds it fits, a pure function from
 (config.json as a dict, the state dict) and the target to the layout's config and tensors, and
 the tensor names its serving loader requires. Serving loaders skip unknown names silently and keep
 missing ones at their initial values, so `export` checks the tensors against that list before
-anything is written, then writes the whole folder beside its final name and renames it into place.
+anything is written, then writes the whole folder beside its final name and renames it into place
+(headstart/files.py). An existing folder is replaced only when an earlier export wrote it (its
+marker file lists every file in it) or with `force`, and never when it holds the head being
+exported or a training run's output.
 
 Layouts here: "headstart" (our own checkpoint), "vllm-medusa" (vLLM's Medusa draft model) and
 "medusa" (FasterDecoding/Medusa's `medusa_lm_head.safetensors`, also read by TGI and TensorRT-LLM).
@@ -22,31 +25,36 @@ ever unpickled beyond tensors.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from headstart.errors import HeadstartError
+from headstart.files import replace_refusal, sha256_file, staged_folder, write_json, write_safetensors
 from headstart.heads.checkpoint import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
+    CHECKSUMS,
     CONFIG_NAME,
     WEIGHTS_NAME,
     CheckpointError,
+    check_options,
     check_target,
     head_config,
     head_state,
     read_config,
+    read_weights,
+    resolve_folder,
+    verify_checksum,
 )
 
 
-class ExportError(ValueError):
+class ExportError(HeadstartError):
     """A head that cannot be written in the layout asked for."""
 
 
@@ -264,8 +272,8 @@ def _checkpoint(heads_or_folder, target) -> tuple[dict, dict[str, torch.Tensor]]
         return head_config(heads_or_folder, target), head_state(heads_or_folder)
     folder = Path(heads_or_folder)
     config = read_config(folder)
-    weights = folder / WEIGHTS_NAME
-    return config, _read_safetensors(weights)
+    check_options(folder, config)
+    return config, read_weights(folder, config)
 
 
 def needs_target(heads_or_folder, layout: str) -> bool:
@@ -297,6 +305,7 @@ def export(
     layout: str = "headstart",
     dtype: torch.dtype | None = None,
     merged_target: str | None = None,
+    force: bool = False,
 ) -> Path:
     """Write a head (module or headstart folder) to `folder` in `layout`; returns the folder.
 
@@ -305,14 +314,22 @@ def export(
     `dtype` casts floating tensors (e.g. torch.bfloat16 for serving). Nothing is written unless
     every required tensor and config key is present; the folder appears complete or not at all.
 
+    An existing `folder` is replaced only when it is empty or an earlier export (its marker file
+    lists all it holds), or with `force`; never when it holds the head being exported or a
+    training run's output (checkpoint-*, train_summary.json, a head checkpoint), even with `force`.
+
     A Medusa-2 head (trained with a LoRA adapter on the target) verifies against the adapted
     target. In our layout its adapter files travel with it; serving layouts hold no adapter, so
     they are written only for a merged target (`merged_target`: the folder it was saved to, which
     the exported config then names as the head's target).
     """
+    source = None if isinstance(heads_or_folder, torch.nn.Module) else Path(heads_or_folder)
+    refusal = replace_refusal(folder, force, keep=[source] if source is not None else [])
+    if refusal:
+        raise ExportError(f"not exporting to {folder}: {refusal}")
     config, state = _checkpoint(heads_or_folder, target)
     lay = _layout(layout, config["kind"])
-    extra_files = {}
+    copied = []  # files of the head folder that go into the export as they are
     if config.get("adapter"):
         if merged_target is not None:
             config = {k: v for k, v in config.items() if k != "adapter"}
@@ -323,11 +340,11 @@ def export(
                 "cannot hold: merge the adapter into the target (headstart export --merged-target DIR) and serve the "
                 "head with the merged model"
             )
-        elif isinstance(heads_or_folder, torch.nn.Module):
+        elif source is None:
             raise ExportError("export a Medusa-2 head from its saved folder (the adapter files travel with it)")
         else:
-            src = Path(heads_or_folder)
-            extra_files = {ADAPTER_CONFIG: (src / ADAPTER_CONFIG).read_text(), ADAPTER_WEIGHTS: _read_safetensors(src / ADAPTER_WEIGHTS)}
+            verify_checksum(source, config, ADAPTER_WEIGHTS)
+            copied = [source / ADAPTER_CONFIG, source / ADAPTER_WEIGHTS]
     if target is not None:  # shapes must agree; another target's name is the user's choice
         check_target(config, target, str(heads_or_folder), allow_other_target=True)
     elif lay.needs_target(config):
@@ -340,16 +357,24 @@ def export(
             f"the {layout!r} layout of this {config['kind']} head needs the target ({why}): pass the target "
             f"({(config.get('target') or {}).get('name_or_path')!r})."
         )
+    # The checksums are the written files' own (our layout) or none (a serving layout's config).
+    config = {k: v for k, v in config.items() if k != CHECKSUMS}
     out = lay.build(config, state, target)
     if dtype is not None:
         out.tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in out.tensors.items()}
         if "torch_dtype" in out.config:
             out.config["torch_dtype"] = str(dtype).removeprefix("torch.")
     _check_exported(out, lay, layout)
-    if not isinstance(heads_or_folder, torch.nn.Module) and Path(heads_or_folder).resolve() == Path(folder).resolve():
-        raise ExportError(f"export into a new folder, not over the head's own folder {folder}")
-    files = {CONFIG_NAME: json.dumps(out.config, indent=2) + "\n", out.weights_name: out.tensors, **extra_files}
-    return write_folder(folder, files, metadata={"format": "pt", "layout": layout})
+    with staged_folder(folder, written_by=f"headstart export --layout {layout}") as tmp:
+        checksums = {out.weights_name: write_safetensors(tmp / out.weights_name, out.tensors, {"format": "pt", "layout": layout})}
+        for path in copied:
+            shutil.copyfile(path, tmp / path.name)
+        if copied:
+            checksums[ADAPTER_WEIGHTS] = sha256_file(tmp / ADAPTER_WEIGHTS)
+        if layout == "headstart":
+            out.config[CHECKSUMS] = checksums
+        write_json(tmp / CONFIG_NAME, out.config)
+    return Path(folder)
 
 
 def _check_exported(out: Exported, lay: Layout, layout: str) -> None:
@@ -365,37 +390,6 @@ def _check_exported(out: Exported, lay: Layout, layout: str) -> None:
                 f"{layout}: the serving loader needs {missing[:5]} (missing) and would silently skip "
                 f"{unexpected[:5]} (unexpected); nothing was written"
             )
-
-
-def write_folder(folder: str | Path, files: dict[str, object], metadata: dict | None = None) -> Path:
-    """Write files (name -> JSON text or a tensor dict for safetensors) as one folder, atomically.
-
-    Everything goes into a temporary folder beside `folder`, which is then renamed into place (an
-    existing `folder` is replaced only after the new one is complete).
-    """
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
-    old = None
-    try:
-        for name, content in files.items():
-            if isinstance(content, str):
-                (tmp / name).write_text(content)
-            else:
-                save_file({k: v.detach().contiguous().cpu() for k, v in content.items()}, tmp / name, metadata=metadata)
-        if folder.exists():
-            old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
-            os.replace(folder, old)
-        os.replace(tmp, folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None:
-            if folder.exists():
-                shutil.rmtree(old, ignore_errors=True)
-            else:  # the new folder never landed: put the old one back
-                os.replace(old, folder)
-    return folder
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,23 +602,12 @@ def import_heads(path_or_repo_id: str | Path, target, layout: str = "auto", revi
 
     A Hub repo id is downloaded first (config.json and the weights files only).
     """
-    folder = Path(path_or_repo_id)
-    if not folder.exists():
-        folder = _download(str(path_or_repo_id), revision)
+    folder = resolve_folder(path_or_repo_id, revision, [CONFIG_NAME, WEIGHTS_NAME, *MEDUSA_WEIGHTS, "pytorch_model.bin"])
     if layout == "auto":
         layout = detect_layout(folder)
     if layout not in IMPORTERS:
         raise CheckpointError(f"cannot import the layout {layout!r}; importable layouts: {', '.join(sorted(IMPORTERS))}")
     return IMPORTERS[layout](folder, target)
-
-
-def _download(repo_id: str, revision: str | None) -> Path:
-    if repo_id.count("/") != 1:
-        raise CheckpointError(f"{repo_id} is neither a folder nor a Hub repo id (owner/name)")
-    from huggingface_hub import snapshot_download
-
-    patterns = [CONFIG_NAME, WEIGHTS_NAME, *MEDUSA_WEIGHTS, "pytorch_model.bin"]
-    return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
 
 
 # The EAGLE layouts and importers use the helpers above and add themselves to LAYOUTS / IMPORTERS.

@@ -7,7 +7,7 @@ TensorRT-LLM load as `LlamaForCausalLMEagle3`: a Llama config for the one draft 
   fc.weight (D x 3D)                          midlayer.self_attn.{q,k,v}_proj.weight (2D input)
   midlayer.self_attn.o_proj.weight            midlayer.mlp.{gate,up,down}_proj.weight
   midlayer.{input_layernorm,hidden_norm,post_attention_layernorm}.weight
-  norm.weight   lm_head.weight (N x D)        d2t (N, int64)   t2d (V, bool)
+  norm.weight   lm_head.weight (N x D)        d2t (N, int64)   t2d (V, bool)   (d2t, t2d: only when N < V)
 The embedding is the target's and is not written (both engines share the target's when the file
 has none). vLLM renames midlayer.* to layers.0.* and d2t to draft_id_to_target_id, skips t2d;
 SGLang reads d2t as its hot-token map and skips t2d.
@@ -27,6 +27,8 @@ layer i - 1, so an engine index is ours + 1:
   #25454). ours[0] == 0 is written as is (right for SGLang before #25454; after it SGLang would
   capture the embeddings for that entry, so train with feature_layers[0] >= 1 for SGLang; vLLM
   is unaffected).
+vLLM captures each listed layer once, in increasing order (it sorts the set): heads are built
+with distinct, increasing feature_layers (heads/options.py), which is what it feeds fc.
 Import reads them back in the order: our own `headstart` block, vLLM's top-level ids - 1,
 SGLang's eagle_config (the post-#25454 rule), the engines' default (2, n // 2, n - 3) - 1.
 
@@ -66,6 +68,7 @@ LAYER_NAMES = (
     "post_attention_layernorm.weight",
 )
 OTHER_NAMES = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
+VOCAB_MAP_NAMES = ("d2t", "t2d")  # written only for a draft vocabulary smaller than the target's
 
 EAGLE3_CONFIG_KEYS = (
     "architectures",
@@ -111,9 +114,19 @@ SPECULATORS_CONFIG_KEYS = (
 )
 
 
-def eagle3_names(prefix: str) -> list[str]:
-    """The tensor names an EAGLE-3 loader needs, the draft layer under `prefix` (midlayer / layers.0)."""
-    return [*OTHER_NAMES, *(f"{prefix}.{n}" for n in LAYER_NAMES)]
+def eagle3_names(prefix: str, draft_vocab: bool = True) -> list[str]:
+    """The tensor names an EAGLE-3 loader needs, the draft layer under `prefix` (midlayer / layers.0).
+
+    d2t / t2d only with a draft vocabulary smaller than the target's: vLLM creates its
+    `draft_id_to_target_id` only when draft_vocab_size != vocab_size and refuses a d2t otherwise."""
+    others = OTHER_NAMES if draft_vocab else tuple(n for n in OTHER_NAMES if n not in VOCAB_MAP_NAMES)
+    return [*others, *(f"{prefix}.{n}" for n in LAYER_NAMES)]
+
+
+def _has_draft_vocab(config: dict) -> bool:
+    """Whether an exported config (eagle3 or speculators) names a draft vocabulary smaller than the target's."""
+    vocab = (config.get("transformer_layer_config") or config)["vocab_size"]
+    return int(config["draft_vocab_size"]) < int(vocab)
 
 
 def vllm_aux_ids(feature_layers: list[int]) -> list[int]:
@@ -199,9 +212,10 @@ def _eagle3_tensors(config: dict, state: dict, target, prefix: str) -> tuple[dic
             raise ExportError(f"the head's weights lack {name!r}; it is not a complete EAGLE-3 head")
         if tuple(state[name].shape) != shape:
             raise ExportError(f"{name} has shape {tuple(state[name].shape)}; the target's layer config needs {shape}")
-    tensors = {name: state[name] for name in OTHER_NAMES if name in state}
-    tensors["d2t"] = tensors["d2t"].to(torch.int64)
-    tensors["t2d"] = tensors["t2d"].to(torch.bool)
+    tensors = {name: state[name] for name in OTHER_NAMES if name in state and name not in VOCAB_MAP_NAMES}
+    if n < v:  # vLLM has no draft_id_to_target_id to load a d2t into when n == v (its loader fails)
+        tensors["d2t"] = state["d2t"].to(torch.int64)
+        tensors["t2d"] = state["t2d"].to(torch.bool)
     for name in LAYER_NAMES:
         if f"midlayer.{name}" in state:
             tensors[f"{prefix}.{name}"] = state[f"midlayer.{name}"]
@@ -264,7 +278,7 @@ def _build_speculators(config: dict, state: dict, target) -> Exported:
 LAYOUTS["eagle3"] = Layout(
     kinds=("eagle3",),
     build=_build_eagle3,
-    required=lambda config: eagle3_names("midlayer"),
+    required=lambda config: eagle3_names("midlayer", _has_draft_vocab(config)),
     # The draft layer's config (heads, head_dim, rope, eps) is the target's: its config is needed.
     needs_target=lambda config: True,
     config_keys=EAGLE3_CONFIG_KEYS,
@@ -273,7 +287,7 @@ LAYOUTS["eagle3"] = Layout(
 LAYOUTS["speculators"] = Layout(
     kinds=("eagle3",),
     build=_build_speculators,
-    required=lambda config: eagle3_names("layers.0"),
+    required=lambda config: eagle3_names("layers.0", _has_draft_vocab(config)),
     needs_target=lambda config: True,
     config_keys=SPECULATORS_CONFIG_KEYS,
     description="vLLM speculators EAGLE-3 (speculators_model_type eagle3)",

@@ -7,17 +7,27 @@ The card (README.md) names the target, the head's kind and options, the data, th
 the held-out accuracy and the last evaluation, as far as the head's config.json records them, and
 says that the target's weights are not in the repository. Only the layout's config.json and
 weights file go up (one commit, through `HfApi.create_commit`); optimizer states, trainer files
-and anything else in the folder stay home.
+and anything else in the folder stay home. A weights file that does not match the checksum its
+config.json records is refused before anything is created.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 
-from headstart.heads.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, CONFIG_NAME, WEIGHTS_NAME, CheckpointError
+from headstart.errors import HeadstartError
+from headstart.heads.checkpoint import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    CHECKSUMS,
+    CONFIG_NAME,
+    WEIGHTS_NAME,
+    CheckpointError,
+    hub_offline,
+    verify_checksum,
+)
 
 CARD_NAME = "README.md"
 #: the files a head folder may publish, per layout (the weights file is the only large one)
@@ -27,15 +37,8 @@ HEAD_FILES = (
 )
 
 
-class HubError(RuntimeError):
+class HubError(HeadstartError):
     """An upload that cannot start (offline mode, no head files)."""
-
-
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    # constants.HF_HUB_OFFLINE is read once at import; the environment may have changed since.
-    return constants.is_offline_mode() or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
 
 
 def head_files(folder: Path) -> list[Path]:
@@ -65,7 +68,7 @@ def push_to_hub(
     layout; `target` then supplies the target description). `card_extra` is Markdown appended to
     the card. Returns the commit URL. Offline (HF_HUB_OFFLINE=1), fails before anything is created.
     """
-    if _offline():
+    if hub_offline():
         raise HubError(
             f"cannot push to {repo_id}: the Hugging Face Hub is in offline mode (HF_HUB_OFFLINE is set). "
             f"Unset HF_HUB_OFFLINE to upload; the head folder itself is complete and can be copied."
@@ -82,6 +85,8 @@ def push_to_hub(
         config = json.loads((folder / CONFIG_NAME).read_text())
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{folder / CONFIG_NAME} is not valid JSON ({e})") from None
+    for name in config.get(CHECKSUMS) or {}:  # never publish a corrupt head
+        verify_checksum(folder, config, name)
     card = model_card(config, repo_id, [f.name for f in files], card_extra)
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True, token=token)

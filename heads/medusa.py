@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.tree import DraftState, Proposal, Tree
+from headstart.heads.options import draft_size, draft_vocab_size
 from headstart.target import WeightRows, gathered
 
 
@@ -40,13 +41,13 @@ class MedusaHeads(nn.Module):
         super().__init__()
         self.options = dict(options)
         self.target_info: dict = {}  # what config.json records about the target (set by build/load)
-        d, v, k = options["hidden_size"], options["vocab_size"], options["num_heads"]
+        d, k = options["hidden_size"], options["num_heads"]
         self.blocks = nn.ModuleList(
             nn.Sequential(*[ResBlock(d) for _ in range(options["num_layers"])]) for _ in range(k)
         )
         # Draft vocabulary: the heads rank only these target token ids (the most frequent in the
         # training answers), which makes every projection V / draft_vocab_size times cheaper.
-        n_draft = options.get("draft_vocab_size") or v
+        n_draft = draft_size(options)
         self.register_buffer("draft_ids", torch.arange(n_draft, dtype=torch.long))
         self._target_lm_head = target_lm_head
         self._shared_rows = WeightRows()  # the target lm_head's rows of the draft vocabulary
@@ -82,7 +83,7 @@ class MedusaHeads(nn.Module):
             "shared_lm_head": shared_lm_head,
             "hidden_size": target.hidden_size,
             "vocab_size": target.vocab_size,
-            "draft_vocab_size": None if draft_vocab is None else int(draft_vocab.numel()),
+            "draft_vocab_size": draft_vocab_size(target, draft_vocab),
         }
         heads = cls(options, target.lm_head)
         if draft_vocab is not None:

@@ -2,7 +2,9 @@
 
     headstart train recipes/smollm2-135m/medusa.yaml train.lr=3e-4 train.max_minutes=5
 
-Results are printed for people and written as JSON for programs.
+Overrides may come anywhere on the line, after options too. A bad input (a recipe value, a file, a
+head for another target) is one `headstart VERB: error: ...` line and exit status 2; `--debug`
+shows its traceback instead. Results are printed for people and written as JSON for programs.
 """
 
 from __future__ import annotations
@@ -12,11 +14,20 @@ import json
 import sys
 from pathlib import Path
 
+from headstart.config import Bounds
+from headstart.errors import HeadstartError
+
 
 def _recipe(args):
     from headstart.config import load_recipe
 
     return load_recipe(args.recipe, args.overrides)
+
+
+def _no_recipe_first_override(args) -> None:
+    """Verbs whose recipe is optional: a first word like `key=value` is an override, not the recipe."""
+    if args.recipe is not None and "=" in args.recipe:
+        args.recipe, args.overrides = None, [args.recipe, *args.overrides]
 
 
 def _target(recipe):
@@ -78,9 +89,11 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from headstart.eval.run import evaluate, format_table
-    from headstart.eval.speed import EvalError
     from headstart.heads.checkpoint import load_heads
 
+    twice = sorted({path for path in args.head if args.head.count(path) > 1})
+    if twice:
+        raise HeadstartError(f"--head {twice[0]} is given twice; give each head once")
     recipe = _recipe(args)
     if args.temperature:
         recipe.eval.temperatures = args.temperature
@@ -88,16 +101,9 @@ def cmd_eval(args) -> int:
         recipe.eval.assistant = args.assistant
     if args.no_peers:
         recipe.eval.peers = False
-    if len(set(args.head)) != len(args.head):
-        print("headstart eval: error: the same --head is given twice", file=sys.stderr)
-        return 2
     target = _target(recipe)
-    heads = {path: load_heads(path, target=target) for path in args.head}
-    try:
-        report = evaluate(target, heads, recipe.decode, recipe.eval, tree=args.tree)
-    except EvalError as e:
-        print(f"headstart eval: error: {e}", file=sys.stderr)
-        return 2
+    heads = {path: load_heads(path, target=target, allow_other_target=args.allow_other_target) for path in args.head}
+    report = evaluate(target, heads, recipe.decode, recipe.eval, tree=args.tree)
     print(format_table(report))
     if recipe.eval.output:
         out = Path(recipe.eval.output)
@@ -116,7 +122,7 @@ def cmd_generate(args) -> int:
 
     recipe = _recipe(args)
     target = _target(recipe)
-    heads = load_heads(args.head, target=target)
+    heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
     gen = SpeculativeGenerator(target, heads, tree=args.tree or recipe.decode.tree, tree_size=recipe.decode.tree_size)
     tok = target.tokenizer
     text = tok.apply_chat_template([{"role": "user", "content": args.prompt}], tokenize=False, add_generation_prompt=True)
@@ -124,7 +130,7 @@ def cmd_generate(args) -> int:
     streamer = None if args.show_drafts else TextStreamer(tok, skip_prompt=True, skip_special_tokens=True)
     out = gen.generate(
         ids,
-        max_new_tokens=args.max_new_tokens or recipe.decode.max_new_tokens,
+        max_new_tokens=recipe.decode.max_new_tokens if args.max_new_tokens is None else args.max_new_tokens,
         temperature=args.temperature,
         top_p=args.top_p,
         top_k=args.top_k,
@@ -152,7 +158,7 @@ def cmd_tune_tree(args) -> int:
 
     recipe = _recipe(args)
     target = _target(recipe)
-    heads = load_heads(args.head, target=target)
+    heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
     paths, table = tune_tree(target, heads)
     update_config(args.head, head={"tree": [list(p) for p in paths]}, tree_tuning=table)
     print(json.dumps(table, indent=2))
@@ -166,59 +172,110 @@ def cmd_export(args) -> int:
     import torch
 
     from headstart.heads.checkpoint import read_config
-    from headstart.heads.export import ExportError, export, needs_target
-    from headstart.heads.hub import HubError, push_to_hub
+    from headstart.heads.export import export, needs_target
+    from headstart.heads.hub import push_to_hub
 
     if args.out is None and args.push_to_hub is None:
-        print("headstart export: error: give --out DIR, --push-to-hub REPO, or both", file=sys.stderr)
-        return 2
+        raise HeadstartError("give --out DIR, --push-to-hub REPO, or both")
     head = Path(args.head)
-    if args.recipe is not None and "=" in args.recipe:  # no recipe given: the first word is an override
-        args.recipe, args.overrides = None, [args.recipe, *args.overrides]
-    try:
-        target = None
-        # The target is loaded only when the layout must hold its weights (a shared lm_head's rows);
-        # without a recipe, it is the target the head records.
-        if args.merged_target or needs_target(head, args.layout):
-            if args.recipe is None:
-                recorded = (read_config(head).get("target") or {}).get("name_or_path")
-                args.overrides = [f"target.name_or_path={recorded}", *args.overrides]
-            target = _target(_recipe(args))
-        if args.merged_target:
-            # Medusa-2: the adapter goes into the target's weights, saved as a model to serve.
-            from headstart.train.joint import save_merged_target
+    _no_recipe_first_override(args)
+    target = None
+    # The target is loaded only when the layout must hold its weights (a shared lm_head's rows);
+    # without a recipe, it is the target the head records.
+    if args.merged_target or needs_target(head, args.layout):
+        if args.recipe is None:
+            recorded = (read_config(head).get("target") or {}).get("name_or_path")
+            args.overrides = [f"target.name_or_path={recorded}", *args.overrides]
+        target = _target(_recipe(args))
+    if args.merged_target:
+        # Medusa-2: the adapter goes into the target's weights, saved as a model to serve. --out is
+        # checked first, so that a refused --out leaves no merged model behind either.
+        from headstart.files import replace_refusal
+        from headstart.heads.export import ExportError
+        from headstart.train.joint import save_merged_target
 
-            save_merged_target(head, target, args.merged_target)
-            print(f"merged the head's LoRA adapter into its target and saved that model to {args.merged_target}")
-        dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}.get(args.dtype)
-        with tempfile.TemporaryDirectory(prefix="headstart-export-") as tmp:
-            if args.out is None and args.layout == "headstart":
-                out = head  # the head folder is already in our layout: publish it as it is
-            else:
-                out = export(head, target, args.out or Path(tmp) / "head", args.layout, dtype=dtype,
-                             merged_target=args.merged_target)
-                print(f"wrote the {args.layout} layout of {head} to {out}")
-            if args.push_to_hub:
-                url = push_to_hub(out, args.push_to_hub, private=args.private, revision=args.revision)
-                print(f"pushed {out} to {args.push_to_hub}: {url}")
-    except (ExportError, HubError, ValueError) as e:
-        print(f"headstart export: error: {e}", file=sys.stderr)
-        return 2
+        refusal = args.out and replace_refusal(args.out, args.force, keep=[head])
+        if refusal:
+            raise ExportError(f"not exporting to {args.out}: {refusal}")
+        save_merged_target(head, target, args.merged_target, force=args.force)
+        print(f"merged the head's LoRA adapter into its target and saved that model to {args.merged_target}")
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}.get(args.dtype)
+    with tempfile.TemporaryDirectory(prefix="headstart-export-") as tmp:
+        if args.out is None and args.layout == "headstart":
+            out = head  # the head folder is already in our layout: publish it as it is
+        else:
+            out = export(head, target, args.out or Path(tmp) / "head", args.layout, dtype=dtype,
+                         merged_target=args.merged_target, force=args.force)
+            print(f"wrote the {args.layout} layout of {head} to {out}")
+        if args.push_to_hub:
+            url = push_to_hub(out, args.push_to_hub, private=args.private, revision=args.revision)
+            print(f"pushed {out} to {args.push_to_hub}: {url}")
+    return 0
+
+
+def cmd_serve_check(args) -> int:
+    from headstart.eval.serving import format_serving, serve_check
+
+    recipe = _recipe(args)
+    out = args.out or str(Path(recipe.eval.output).with_name("serve-check.json"))
+    report = serve_check(recipe, _target(recipe), args.head, k=args.k, layout=args.layout, ngram=not args.no_ngram, output=out)
+    print(format_serving(report))
+    print(f"\nresults: {out} (JSON), {Path(out).with_suffix('.md')}, vLLM's log {Path(out).with_suffix('.vllm.log')}")
     return 0
 
 
 def cmd_demo(args) -> int:
     from headstart.demo import run_demo
 
-    recipe, overrides = args.recipe, list(args.overrides)
-    if recipe is not None and "=" in recipe:  # no recipe given: the first word is an override
-        recipe, overrides = None, [recipe, *overrides]
-    return run_demo(recipe, overrides, quick=args.quick, kind=args.head)
+    _no_recipe_first_override(args)
+    return run_demo(args.recipe, args.overrides, quick=args.quick, kind=args.head)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that reports a bad command line as one `headstart VERB: error: ...` line."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _VerbParser(_Parser):
+    """One verb's parser: words left over after its options are dotted overrides, as users type them
+    (`headstart eval R --head H eval.num_prompts=13`); an unknown `--option` is still an error."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extra = super().parse_known_args(args, namespace)
+        unknown = [a for a in extra if a.startswith("-")]
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        namespace.overrides = [*namespace.overrides, *extra]
+        return namespace, []
+
+
+def _ranged(tp: type, bounds: Bounds):
+    """An argparse `type`: the text as `tp`, refused when it lies outside `bounds`."""
+
+    def convert(text: str):
+        try:
+            value = tp(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if tp is int else 'a number'} {bounds}, got {text!r}") from None
+        if value not in bounds:
+            raise argparse.ArgumentTypeError(f"expected a value {bounds}, got {text}")
+        return value
+
+    return convert
+
+
+def _allow_other_target(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--allow-other-target", action="store_true",
+                   help="load a head trained on another model of the same shapes (its drafts are tuned to that model: fewer are accepted)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="headstart", description="Train and run draft heads for speculative decoding.")
-    sub = p.add_subparsers(dest="verb", required=True)
+    p = _Parser(prog="headstart", description="Train and run draft heads for speculative decoding.")
+    debug = "on an error, show its traceback instead of one line"
+    p.add_argument("--debug", action="store_true", help=debug)
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_VerbParser)
 
     def verb(name: str, fn, help: str, recipe_required: bool = True):
         s = sub.add_parser(name, help=help, description=help)
@@ -226,46 +283,57 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("recipe", help="YAML recipe, e.g. recipes/smollm2-135m/medusa.yaml")
         else:
             s.add_argument("recipe", nargs="?", default=None, help="YAML recipe (default: the demo's)")
-        s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=3e-4")
+        s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=3e-4 (anywhere on the line)")
+        s.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug)  # SUPPRESS: keeps `headstart --debug VERB`
         s.set_defaults(fn=fn)
         return s
 
     verb("distill", cmd_distill, "the target answers the recipe's prompts (self-distillation)")
     verb("features", cmd_features, "write the target's features for the training data to data.features_dir (offline cache)")
     s = verb("self-instruct", cmd_self_instruct, "the target writes new prompts in the style of distill.prompts")
-    s.add_argument("--n", type=int, default=500, help="how many new prompts")
+    s.add_argument("--n", type=_ranged(int, Bounds(ge=1)), default=500, help="how many new prompts")
     s.add_argument("--out", required=True, help="JSONL the prompts are appended to")
     s.add_argument("--exclude", default="data/prompts/eval.jsonl", help="prompts never to repeat (held-out set)")
     verb("train", cmd_train, "train the recipe's head on the frozen target")
     s = verb("eval", cmd_eval, "acceptance (τ, per depth) and speed of heads against plain decoding and HF's peers")
     s.add_argument("--head", required=True, action="append", help="head folder (config.json + model.safetensors); repeat to compare several")
+    _allow_other_target(s)
     s.add_argument("--tree", default=None, help="override decode.tree (static heads)")
-    s.add_argument("--temperature", type=float, action="append", default=[], help="override eval.temperatures (repeatable, e.g. 0 and 0.7)")
+    s.add_argument("--temperature", type=_ranged(float, Bounds(ge=0)), action="append", default=[], help="override eval.temperatures (repeatable, e.g. 0 and 0.7)")
     s.add_argument("--assistant", default=None, metavar="PATH", help="a draft model for HF assisted generation (same tokenizer as the target)")
     s.add_argument("--no-peers", action="store_true", help="skip HF generate and prompt lookup")
     s = verb("generate", cmd_generate, "answer one prompt with speculative decoding")
     s.add_argument("--head", required=True, help="head folder")
+    _allow_other_target(s)
     s.add_argument("--prompt", required=True, help="the user message")
     s.add_argument("--tree", default=None, help="override decode.tree")
-    s.add_argument("--max-new-tokens", type=int, default=None)
-    s.add_argument("--temperature", type=float, default=0.0, help="0: greedy; > 0: lossless speculative sampling")
-    s.add_argument("--top-p", type=float, default=1.0)
-    s.add_argument("--top-k", type=int, default=0)
+    s.add_argument("--max-new-tokens", type=_ranged(int, Bounds(ge=1)), default=None, help="default: decode.max_new_tokens")
+    s.add_argument("--temperature", type=_ranged(float, Bounds(ge=0)), default=0.0, help="0: greedy; > 0: lossless speculative sampling")
+    s.add_argument("--top-p", type=_ranged(float, Bounds(gt=0, le=1)), default=1.0, help="nucleus sampling threshold (1: off)")
+    s.add_argument("--top-k", type=_ranged(int, Bounds(ge=0)), default=0, help="sample among the k likeliest tokens (0: off)")
     s.add_argument("--seed", type=int, default=None, help="seed for sampling (reproducible output)")
     s.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
     s.add_argument("--show-drafts", action="store_true", help="show each verification step: accepted, rejected, corrected")
     s.add_argument("--no-color", action="store_true", help="plain text for --show-drafts even on a terminal")
     s = verb("tune-tree", cmd_tune_tree, "measure this machine's forward costs and store the best tree in the head")
     s.add_argument("--head", required=True, help="head folder; its config.json gets the tree")
+    _allow_other_target(s)
     s = verb("export", cmd_export, "write a head in a serving layout (SGLang/vLLM EAGLE-3, vLLM Medusa, Medusa) and/or push it to the Hub", recipe_required=False)
     s.add_argument("--head", required=True, help="head folder (config.json + model.safetensors)")
     s.add_argument("--layout", default="headstart", help="headstart, vllm-medusa, medusa, eagle3 or speculators (the recipe's target is loaded only when the layout needs it: a shared lm_head's rows, an EAGLE-3 layer's config)")
     s.add_argument("--out", default=None, help="folder to write (replaced atomically)")
+    s.add_argument("--force", action="store_true", help="replace --out even if it holds other files (never a folder holding the head or a checkpoint)")
     s.add_argument("--dtype", default=None, choices=["bfloat16", "float16", "float32"], help="cast the weights (default: as trained)")
     s.add_argument("--merged-target", default=None, metavar="DIR", help="Medusa-2 heads: merge the LoRA adapter into the target, save that model to DIR (to serve with the head)")
     s.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the head files and a model card to this Hub repo")
     s.add_argument("--private", action="store_true", help="create the Hub repo private")
     s.add_argument("--revision", default=None, help="Hub branch to commit to (created if missing)")
+    s = verb("serve-check", cmd_serve_check, "serve a head in vLLM (.venv-vllm, `make vllm`) and compare its acceptance, output and speed with headstart's")
+    s.add_argument("--head", required=True, help="head folder (EAGLE-3 or Medusa)")
+    s.add_argument("--k", type=int, default=3, help="draft tokens per step, a chain (vLLM's num_speculative_tokens)")
+    s.add_argument("--layout", default=None, help="export layout vLLM loads: eagle3 (default) or speculators for EAGLE-3, vllm-medusa for Medusa")
+    s.add_argument("--no-ngram", action="store_true", help="skip vLLM's n-gram proposer")
+    s.add_argument("--out", default=None, help="JSON report path (default: serve-check.json beside eval.output); .md beside it")
     s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
     s.add_argument("--head", default=None, choices=["medusa", "eagle", "eagle3"], help="head kind to train (its recipe in recipes/smollm2-135m/)")
@@ -273,14 +341,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb; a HeadstartError (bad input: RecipeError, DataError, CheckpointError, ...) becomes
+    one error line and exit status 2, or its traceback with --debug. Any other exception is a bug."""
     args = build_parser().parse_args(argv)
-    from headstart.config import RecipeError
-    from headstart.heads.checkpoint import CheckpointError
-    from headstart.jsonl import DataError
-
     try:
         return args.fn(args)
-    except (RecipeError, DataError, CheckpointError) as e:
+    except HeadstartError as e:
+        if args.debug:
+            raise
         print(f"headstart {args.verb}: error: {e}", file=sys.stderr)
         return 2
 

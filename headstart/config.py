@@ -1,14 +1,17 @@
 """Recipes: typed dataclasses filled from YAML, with dotted command-line overrides.
 
 A recipe is data (torchtune's habit): `recipes/<target>/<head>.yaml` over the dataclasses below.
-Every field has a default and a one-line help (the `help` metadata, printed by
-`headstart config --help-fields`). `load_recipe(path, ["train.lr=3e-4"])` reads a file and applies
-overrides; an unknown key or a value of the wrong type is an error that names the dotted key.
+Every field has a default and a one-line help (the `help` metadata); a number's range, where it has
+an obvious one, sits beside the help (the `bounds` metadata, e.g. `top_p` in (0, 1]).
+`load_recipe(path, ["train.lr=3e-4"])` reads a file and applies overrides; an unknown key, a value
+of the wrong type or a number out of its range is an error that names the dotted key. Ranges that
+depend on the target (a layer index, a vocabulary size) are checked where the target is known.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
 from dataclasses import dataclass, field
@@ -17,15 +20,44 @@ from typing import Any
 
 import yaml
 
+from headstart.errors import HeadstartError
 
-class RecipeError(ValueError):
+
+class RecipeError(HeadstartError):
     """A recipe file or override that does not fit the schema."""
 
 
-def _f(default: Any, help: str, **kw: Any) -> Any:
+@dataclass(frozen=True)
+class Bounds:
+    """The range a number must lie in, each limit optional: `Bounds(gt=0, le=1)` is (0, 1]."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    _OPS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
+
+    def _limits(self) -> list[tuple[str, float]]:
+        return [(name, getattr(self, name)) for name in self._OPS if getattr(self, name) is not None]
+
+    def __contains__(self, value: float) -> bool:
+        return all(self._OPS[name][0](value, limit) for name, limit in self._limits())
+
+    def __str__(self) -> str:
+        """'> 0 and <= 1'"""
+        return " and ".join(f"{self._OPS[name][1]} {limit:g}" for name, limit in self._limits())
+
+
+def _f(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+       lt: float | None = None) -> Any:
+    """A recipe field: its default, its one-line help and, for a number, the range it must lie in."""
+    metadata: dict[str, Any] = {"help": help}
+    if (ge, gt, le, lt) != (None, None, None, None):
+        metadata["bounds"] = Bounds(ge=ge, gt=gt, le=le, lt=lt)
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
+        return field(default_factory=lambda d=default: type(d)(d), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass
@@ -43,16 +75,16 @@ class DistillConfig:
     columns: dict[str, str] = _f({}, "rename a dataset's columns to the recognised ones, e.g. {dialog: conversations, uid: id}")
     on_error: str = _f("raise", "a malformed prompt row: raise (naming it) or skip (counted in the stats)")
     output: str = _f("data/distilled/out.jsonl", "JSONL the answers are appended to; an existing file is resumed")
-    offset: int = _f(0, "skip this many prompts of the file first")
-    limit: int | None = _f(None, "answer at most this many prompts (after offset); None = all")
-    batch_size: int = _f(64, "prompts generated together (sorted by length to limit padding)")
-    sort_window: int = _f(1024, "prompts are sorted by length within windows of this many (file order between windows), so a run stopped early holds an unbiased sample")
-    max_new_tokens: int = _f(192, "longest answer, in tokens; longer answers are kept, marked finish=length")
-    temperature: float = _f(0.0, "0 = greedy (what the heads are evaluated on); > 0 samples")
-    top_p: float = _f(1.0, "nucleus sampling threshold when temperature > 0")
+    offset: int = _f(0, "skip this many prompts of the file first", ge=0)
+    limit: int | None = _f(None, "answer at most this many prompts (after offset); None = all", ge=0)
+    batch_size: int = _f(64, "prompts generated together (sorted by length to limit padding)", ge=1)
+    sort_window: int = _f(1024, "prompts are sorted by length within windows of this many (file order between windows), so a run stopped early holds an unbiased sample", ge=1)
+    max_new_tokens: int = _f(192, "longest answer, in tokens; longer answers are kept, marked finish=length", ge=1)
+    temperature: float = _f(0.0, "0 = greedy (what the heads are evaluated on); > 0 samples", ge=0)
+    top_p: float = _f(1.0, "nucleus sampling threshold when temperature > 0", gt=0, le=1)
     seed: int = _f(0, "seed for sampling")
     system_prompt: str | None = _f(None, "system message put before every prompt; None = the template's default")
-    shard_size: int = _f(0, "rows per output shard (output-00000.jsonl, ...; whole batches); 0 = one file")
+    shard_size: int = _f(0, "rows per output shard (output-00000.jsonl, ...; whole batches); 0 = one file", ge=0)
     backend: str = _f("hf", "generation backend: hf (transformers generate), vllm, or auto (vllm when importable and a GPU is present)")
 
 
@@ -63,91 +95,92 @@ class DataConfig:
     columns: dict[str, str] = _f({}, "rename a dataset's columns to the recognised ones, e.g. {dialog: conversations, uid: id}")
     on_error: str = _f("raise", "a malformed row: raise (naming file:line or dataset index) or skip (counted in the training stats)")
     features_dir: str | None = _f(None, "offline feature cache written by `headstart features`; None = run the target online in every step")
-    eval_size: int = _f(200, "conversations held out from train_files to measure held-out head accuracy")
-    max_length: int = _f(512, "tokens per training sequence; longer conversations are truncated (and counted)")
-    limit: int | None = _f(None, "use at most this many conversations; None = all")
+    eval_size: int = _f(200, "conversations held out from train_files to measure held-out head accuracy", ge=0)
+    max_length: int = _f(512, "tokens per training sequence; longer conversations are truncated (and counted)", ge=1)
+    limit: int | None = _f(None, "use at most this many conversations; None = all", ge=0)
     seed: int = _f(0, "seed for the train/eval split and shuffling")
 
 
 @dataclass
 class FeaturesConfig:
     dtype: str = _f("bfloat16", "storage dtype of the offline feature cache: bfloat16 or float32")
-    layers: list[int] | None = _f(None, "decoder layers stored besides the last hidden state; None = the layers the recipe's head reads")
-    batch_size: int = _f(8, "sequences per target forward while writing the cache")
-    shard_mb: int = _f(1024, "approximate size of one safetensors shard, in MiB")
+    layers: list[int] | None = _f(None, "decoder layers stored besides the last hidden state; None = the layers the recipe's head reads", ge=0)
+    batch_size: int = _f(8, "sequences per target forward while writing the cache", ge=1)
+    shard_mb: int = _f(1024, "approximate size of one safetensors shard, in MiB", ge=1)
 
 
 @dataclass
 class HeadConfig:
     kind: str = _f("medusa", "head kind: medusa, eagle (EAGLE-1/2) or eagle3")
-    num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next")
-    num_layers: int = _f(1, "Medusa: residual SiLU blocks per head")
+    num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next", ge=1)
+    num_layers: int = _f(1, "Medusa: residual SiLU blocks per head", ge=0)
     shared_lm_head: bool = _f(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
-    draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary")
+    draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary", ge=1)
     init_from: str | None = _f(None, "start from this trained head folder (e.g. Medusa-1 heads before Medusa-2's joint stage) instead of new heads")
-    feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4")
+    feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4", ge=0)
 
 
 @dataclass
 class TrainConfig:
     output_dir: str = _f("runs/medusa", "folder for checkpoints and the final head")
-    lr: float = _f(1e-3, "peak learning rate (AdamW)")
-    weight_decay: float = _f(0.0, "AdamW weight decay")
+    lr: float = _f(1e-3, "peak learning rate (AdamW)", gt=0)
+    weight_decay: float = _f(0.0, "AdamW weight decay", ge=0)
     scheduler: str = _f("cosine", "HF lr scheduler name: cosine, linear, constant, constant_with_warmup")
-    warmup_ratio: float = _f(0.05, "fraction of steps with linear warmup")
-    epochs: float = _f(1.0, "passes over the training data (ignored when max_steps > 0)")
-    max_steps: int = _f(-1, "stop after this many optimizer steps; -1 = use epochs")
-    max_minutes: float | None = _f(None, "wall-clock budget; training stops cleanly and saves when it runs out")
-    batch_size: int = _f(4, "sequences per device per micro-step")
-    grad_accum: int = _f(1, "micro-steps per optimizer step")
-    max_grad_norm: float = _f(1.0, "gradient clipping")
-    loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k; EAGLE-3: weight of training-time-test step i is loss_decay**i")
-    feature_loss_weight: float = _f(1.0, "EAGLE: weight of the SmoothL1 loss on predicted features")
-    ce_loss_weight: float = _f(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution")
-    feature_noise: float = _f(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)")
-    ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)")
+    warmup_ratio: float = _f(0.05, "fraction of steps with linear warmup", ge=0, le=1)
+    epochs: float = _f(1.0, "passes over the training data (ignored when max_steps > 0)", gt=0)
+    max_steps: int = _f(-1, "stop after this many optimizer steps; -1 = use epochs", ge=-1)
+    max_minutes: float | None = _f(None, "wall-clock budget; training stops cleanly and saves when it runs out", gt=0)
+    batch_size: int = _f(4, "sequences per device per micro-step", ge=1)
+    grad_accum: int = _f(1, "micro-steps per optimizer step", ge=1)
+    max_grad_norm: float = _f(1.0, "gradient clipping", ge=0)
+    loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k; EAGLE-3: weight of training-time-test step i is loss_decay**i", gt=0, le=1)
+    feature_loss_weight: float = _f(1.0, "EAGLE: weight of the SmoothL1 loss on predicted features", ge=0)
+    ce_loss_weight: float = _f(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution", ge=0)
+    feature_noise: float = _f(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)", ge=0)
+    ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1)
     bf16: bool = _f(True, "run the trainer in bf16 autocast (only when the target runs in bfloat16)")
-    logging_steps: int = _f(10, "log every this many steps")
-    save_steps: int = _f(200, "head-only checkpoint every this many steps")
-    save_total_limit: int = _f(2, "keep at most this many checkpoints")
+    logging_steps: int = _f(10, "log every this many steps", ge=1)
+    save_steps: int = _f(200, "head-only checkpoint every this many steps", ge=1)
+    save_total_limit: int = _f(2, "keep at most this many checkpoints", ge=1)
     report_to: str = _f("none", "none, wandb or tensorboard")
     seed: int = _f(0, "training seed")
     resume_from_checkpoint: str | None = _f(None, "checkpoint folder to resume, or 'last' for the newest in output_dir")
-    dataloader_workers: int = _f(0, "DataLoader worker processes")
+    overwrite_output_dir: bool = _f(False, "start over in an output_dir holding an earlier run: delete its checkpoint-*, best/, final/ and train_summary.json (nothing else) first")
+    dataloader_workers: int = _f(0, "DataLoader worker processes", ge=0)
     deepspeed: str | None = _f(None, "DeepSpeed JSON config (e.g. scripts/ds_zero2.json); None = plain torch")
     joint: bool = _f(False, "Medusa-2: train LoRA adapters on the target together with the heads; decoding then verifies with the ADAPTED target")
-    lora_r: int = _f(32, "Medusa-2: LoRA rank")
-    lora_alpha: int = _f(16, "Medusa-2: LoRA alpha (scale alpha / r)")
-    lora_dropout: float = _f(0.05, "Medusa-2: dropout on the LoRA input")
+    lora_r: int = _f(32, "Medusa-2: LoRA rank", ge=1)
+    lora_alpha: int = _f(16, "Medusa-2: LoRA alpha (scale alpha / r)", ge=1)
+    lora_dropout: float = _f(0.05, "Medusa-2: dropout on the LoRA input", ge=0, lt=1)
     lora_targets: str = _f("all-linear", "Medusa-2: 'all-linear' (every linear layer but the lm_head) or comma-separated module names, e.g. q_proj,v_proj")
     backbone_loss: str = _f("kl", "Medusa-2: the backbone's own loss: kl (KL to the base model's distribution, adapters off) or lm (next-token CE on the data)")
-    backbone_loss_weight: float = _f(1.0, "Medusa-2: weight of the backbone's own loss")
-    head_loss_weight: float = _f(0.2, "Medusa-2: weight of the heads' loss (Medusa's heads coefficient)")
-    head_loss_warmup: float = _f(0.1, "Medusa-2: fraction of the steps over which the heads' loss weight rises linearly from 0")
-    head_lr_multiplier: float = _f(4.0, "Medusa-2: the heads' learning rate is lr times this (the adapters use lr)")
+    backbone_loss_weight: float = _f(1.0, "Medusa-2: weight of the backbone's own loss", ge=0)
+    head_loss_weight: float = _f(0.2, "Medusa-2: weight of the heads' loss (Medusa's heads coefficient)", ge=0)
+    head_loss_warmup: float = _f(0.1, "Medusa-2: fraction of the steps over which the heads' loss weight rises linearly from 0", ge=0, le=1)
+    head_lr_multiplier: float = _f(4.0, "Medusa-2: the heads' learning rate is lr times this (the adapters use lr)", gt=0)
 
 
 @dataclass
 class DecodeConfig:
     tree: str = _f("auto", "a shipped tree name (chain3, tree8, tree16, tree32, tree64), a JSON file of paths, or 'auto' (from the head's measured accuracy)")
-    tree_size: int = _f(16, "nodes of the tree when tree='auto'")
-    depth: int = _f(5, "EAGLE (dynamic trees): draft steps from the root")
-    top_k: int = _f(8, "EAGLE (dynamic trees): children per expanded node, and nodes expanded per step")
-    total_tokens: int = _f(32, "EAGLE (dynamic trees): nodes verified per step (the best by cumulative draft log-probability)")
-    max_new_tokens: int = _f(128, "tokens generated per prompt")
+    tree_size: int = _f(16, "nodes of the tree when tree='auto'", ge=1)
+    depth: int = _f(5, "EAGLE (dynamic trees): draft steps from the root", ge=1)
+    top_k: int = _f(8, "EAGLE (dynamic trees): children per expanded node, and nodes expanded per step", ge=1)
+    total_tokens: int = _f(32, "EAGLE (dynamic trees): nodes verified per step (the best by cumulative draft log-probability)", ge=1)
+    max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1)
 
 
 @dataclass
 class EvalConfig:
     prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts: headstart JSONL or MT-Bench/Spec-Bench question.jsonl; several comma-separated")
-    num_prompts: int = _f(18, "how many of them to decode (taken evenly across categories)")
-    max_new_tokens: int = _f(128, "tokens generated per prompt")
+    num_prompts: int = _f(18, "how many of them to decode (taken evenly across categories)", ge=1)
+    max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1)
     output: str = _f("runs/eval.json", "where the JSON results are written (Markdown table, PNG plot and HTML view beside it)")
     categories: list[str] = _f([], "keep only these prompt categories (each must occur); [] = all")
-    temperatures: list[float] = _f([0.0], "decode at each temperature; at > 0 outputs are sampled (seeded) and not compared")
+    temperatures: list[float] = _f([0.0], "decode at each temperature; at > 0 outputs are sampled (seeded) and not compared", ge=0)
     seed: int = _f(0, "seed for sampling at temperature > 0 (prompt i uses seed + i)")
     peers: bool = _f(True, "also time HF generate: plain, and prompt lookup")
-    prompt_lookup_tokens: int = _f(10, "prompt_lookup_num_tokens of HF's prompt lookup peer")
+    prompt_lookup_tokens: int = _f(10, "prompt_lookup_num_tokens of HF's prompt lookup peer", ge=1)
     assistant: str | None = _f(None, "a draft model (folder or Hub id) for HF assisted generation; None = skip that peer")
 
 
@@ -207,11 +240,11 @@ def _fill(cls: type, data: dict, prefix: str) -> Any:
     if not isinstance(data, dict):
         raise RecipeError(f"{prefix or 'recipe'}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
     if unknown:
         key = f"{prefix}{unknown[0]}"
-        raise RecipeError(f"unknown recipe key '{key}'; the keys of '{prefix.rstrip('.') or 'recipe'}' are: {', '.join(sorted(names))}")
+        raise RecipeError(f"unknown recipe key '{key}'; the keys of '{prefix.rstrip('.') or 'recipe'}' are: {', '.join(sorted(fields))}")
     kwargs = {}
     for name, value in data.items():
         tp = hints[name]
@@ -219,7 +252,19 @@ def _fill(cls: type, data: dict, prefix: str) -> Any:
             kwargs[name] = _fill(tp, value or {}, f"{prefix}{name}.")
         else:
             kwargs[name] = _check(value, tp, f"{prefix}{name}")
+            _check_bounds(kwargs[name], fields[name], f"{prefix}{name}")
     return cls(**kwargs)
+
+
+def _check_bounds(value: Any, f: dataclasses.Field, key: str) -> None:
+    """Raise a RecipeError naming `key` when a number (or an item of a list of them) is out of its field's range."""
+    bounds = f.metadata.get("bounds")
+    if bounds is None or value is None:
+        return
+    items = [(f"{key}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [(key, value)]
+    for where, v in items:
+        if v not in bounds:
+            raise RecipeError(f"{where}: expected a value {bounds}, got {v!r} [{f.metadata['help']}]")
 
 
 def recipe_from_dict(data: dict) -> Recipe:

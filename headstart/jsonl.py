@@ -8,8 +8,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from headstart.errors import HeadstartError
 
-class DataError(ValueError):
+
+class DataError(HeadstartError):
     """A data file or row that cannot be used; the message names the file and line."""
 
 

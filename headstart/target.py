@@ -9,6 +9,7 @@ attention mask (0 where a query may attend a key, the dtype's minimum elsewhere)
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,7 +176,8 @@ class Target:
 
     @property
     def partitioned(self) -> bool:
-        """Whether DeepSpeed ZeRO-3 partitions the weights across processes (see `train.trainer.load_target`)."""
+        """Whether DeepSpeed ZeRO-3 partitions the weights across processes (the target was loaded under
+        `zero.Init`: see `headstart.train.trainer.zero3_loading`)."""
         return is_partitioned(self.lm_head.weight)
 
     @property
@@ -198,7 +200,22 @@ class Target:
         return [0, (n - 1) // 2, n - 1]  # tiny test models: first, middle and last layer
 
     def describe(self) -> dict:
-        """What a head's config.json records about the target it was trained for."""
+        """What a head's config.json records about the target it was trained for.
+
+        The name is how the user spelled the target: information only, since one folder has many
+        spellings and may move. `fingerprint` identifies the target, and is what loading a head
+        checks: architecture, shapes, and a SHA-256 of a few embedding rows rounded to bfloat16, so
+        that a float32 and a bfloat16 load of the same weights agree and another model of the same
+        architecture does not. Under ZeRO-3 a process holds only a slice of the embedding, and
+        gathering it is a collective that the one process saving a head cannot start alone: the
+        hash is then None, and not compared.
+        """
+        w = self.embed_tokens.weight
+        embedding_sha256 = None
+        if not (is_partitioned(w) or w.is_meta or w.numel() == 0):
+            ids = torch.linspace(0, w.shape[0] - 1, 8).round().long().to(w.device)
+            rows = w.detach()[ids].to(torch.bfloat16).cpu().contiguous()  # (8, D)
+            embedding_sha256 = hashlib.sha256(rows.view(torch.int16).numpy().tobytes()).hexdigest()
         return {
             "name_or_path": self.name,
             "revision": self.revision,
@@ -207,6 +224,13 @@ class Target:
             "vocab_size": self.vocab_size,
             "num_hidden_layers": self.num_layers,
             "max_position_embeddings": self.max_position_embeddings,
+            "fingerprint": {
+                "architecture": type(self.model).__name__,
+                "hidden_size": self.hidden_size,
+                "num_hidden_layers": self.num_layers,
+                "vocab_size": self.vocab_size,
+                "embedding_sha256": embedding_sha256,
+            },
         }
 
     # ---- forwards ----

@@ -38,6 +38,30 @@ def tiny_config(arch: str):
 ARCHS = ["llama", "qwen2", "qwen3", "mistral", "gemma3"]
 
 
+def assert_close(actual, expected, what: str = "", dtype: torch.dtype | None = None, ulps: float = 100.0) -> None:
+    """`actual` equals `expected` up to the float rounding of another summation order.
+
+    Kernels differ between machines and batch shapes (AVX2 and AVX-512 sum in different orders, and
+    split their sums differently), so a float result moves by some units in the last place of the
+    largest values it was computed from, not of its own size. Allowed: |actual - expected| <=
+    rtol * |expected| + atol with rtol = ulps * eps(dtype) and atol = rtol * max|expected|, where
+    dtype is expected's unless the values went through a coarser one (pass it). Tokens and saved
+    tensors are compared exactly, not with this; so are integer tensors passed here (token maps).
+    """
+    actual, expected = torch.as_tensor(actual).detach(), torch.as_tensor(expected).detach()
+    if not expected.is_floating_point():
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0, msg=lambda detail: f"{what}: {detail}")
+        return
+    rtol = ulps * torch.finfo(dtype or expected.dtype).eps
+    scale = float(expected.abs().max()) if expected.numel() else 0.0
+    atol = rtol * scale
+
+    def message(detail: str) -> str:
+        return f"{what}: {detail}\n(rtol {rtol:.3g} = {ulps:g} eps, atol {atol:.3g} = rtol * max|expected| {scale:.4g})"
+
+    torch.testing.assert_close(actual, expected.to(actual.dtype), rtol=rtol, atol=atol, msg=message)
+
+
 def tiny_target(arch: str = "llama", seed: int = 0, attn: str = "sdpa", tokenizer=None) -> Target:
     torch.manual_seed(seed)
     config = tiny_config(arch)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from headstart.jsonl import DataError, read_jsonl
-from headstart.train.data import build_examples, tokenize_conversation
+from headstart.train.data import build_examples, split, tokenize_conversation
 
 
 def test_assistant_mask_on_smollm2_template(smol_tokenizer):
@@ -45,3 +45,16 @@ def test_empty_dataset_is_a_clear_error(tmp_path, smol_tokenizer):
         build_examples(smol_tokenizer, [str(path)], 128)
     with pytest.raises(DataError, match="train_files is empty"):
         build_examples(smol_tokenizer, [], 128)
+
+
+def test_a_capped_heldout_split_is_said(tmp_path, smol_tokenizer, capsys):
+    path = tmp_path / "c.jsonl"
+    row = {"messages": [{"role": "user", "content": "count"}, {"role": "assistant", "content": "1 2 3 4 5"}]}
+    path.write_text((json.dumps(row) + "\n") * 12)
+    examples, _ = build_examples(smol_tokenizer, [str(path)], 64)
+    train_ex, eval_ex = split(examples, 2, seed=0)
+    assert (len(train_ex), len(eval_ex)) == (11, 1)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "data.eval_size=2: holding out 1 of the 12 examples instead" in lines[0]
+    assert "at most a tenth" in lines[0]
+    assert len(split(examples, 1, seed=0)[1]) == 1 and capsys.readouterr().err == ""  # no cap, nothing said

@@ -41,6 +41,7 @@ def test_interrupted_distillation_resumes_to_the_same_rows(tmp_path, smol_shaped
     # A run killed during its second batch: one whole batch on disk and a torn line after it.
     part = tmp_path / "part.jsonl"
     part.write_text("\n".join(full[:4]) + "\n" + full[4][:17])
+    (tmp_path / "part.distill.json").write_text((tmp_path / "full.distill.json").read_text())  # written at its start
     cfg.output = str(part)
     stats = distill(smol_shaped_target, cfg, progress=False)
     assert stats["skipped_batches"] == 1 and stats["new_rows"] == 6
@@ -132,7 +133,8 @@ def test_sharded_output_resumes_to_the_same_shards(tmp_path, smol_shaped_target)
     cfg = DistillConfig(prompts=str(tmp_path / "p.jsonl"), output=str(tmp_path / "a" / "out.jsonl"), batch_size=2,
                         max_new_tokens=3, shard_size=3)
     stats = distill(smol_shaped_target, cfg, progress=False)
-    full = [p.read_text() for p in sorted((tmp_path / "a").iterdir())]
+    full = [p.read_text() for p in sorted((tmp_path / "a").glob("out-*.jsonl"))]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["out-00000.jsonl", "out-00001.jsonl", "out.distill.json"]
     assert [p.rsplit("/", 1)[-1] for p in stats["output"]] == ["out-00000.jsonl", "out-00001.jsonl"]
     assert [len(t.splitlines()) for t in full] == [4, 4]  # whole batches, at least shard_size rows
     cfg.output = str(tmp_path / "b" / "out.jsonl")
@@ -140,4 +142,4 @@ def test_sharded_output_resumes_to_the_same_shards(tmp_path, smol_shaped_target)
     shard = tmp_path / "b" / "out-00001.jsonl"
     shard.write_text(shard.read_text()[:-9])  # a torn last line: its batch's first row is whole, the second not
     distill(smol_shaped_target, cfg, progress=False)
-    assert [p.read_text() for p in sorted((tmp_path / "b").iterdir())] == full
+    assert [p.read_text() for p in sorted((tmp_path / "b").glob("out-*.jsonl"))] == full

@@ -14,8 +14,9 @@ from headstart.heads.eagle import ArchitectureMismatch
 from headstart.heads.eagle3 import ttt_mask
 from headstart.train.features import batch_features
 from headstart.train.trainer import build_head, train
-from tests.conftest import VOCAB, tiny_target
+from tests.conftest import VOCAB, assert_close, tiny_target
 from tests.test_distill import smol_shaped_target  # noqa: F401  (fixture)
+from tests.test_features import smol_target
 from tests.test_trainer import write_conversations
 
 KINDS = ["eagle", "eagle3"]
@@ -84,13 +85,13 @@ def test_eagle3_unrolled_training_equals_drafting(arch):
     cache = DynamicCache()
     prefix = head.step(head.input_features(feats[:, : p + 1]), ids[:, 1 : p + 2], torch.arange(p + 1)[None],
                        float_mask(torch.ones(p + 1, p + 1, dtype=torch.bool).tril(), head.dtype), cache)
-    assert torch.allclose(prefix[0, p], steps[0][0, p], atol=1e-5)
+    assert_close(prefix[0, p], steps[0][0, p], "drafting step 0 against training")
     h = prefix[:, p:]
     for i in (1, 2):
         n = cache.get_seq_length()
         h = head.step(h, ids[:, p + 1 + i : p + 2 + i], torch.tensor([[p + i]]),
                       float_mask(torch.ones(1, n + 1, dtype=torch.bool), head.dtype), cache)
-        assert torch.allclose(h[0, 0], steps[i][0, p], atol=1e-5), i
+        assert_close(h[0, 0], steps[i][0, p], f"drafting step {i} against training")
 
 
 def test_eagle3_draft_vocabulary_maps_exactly():
@@ -109,7 +110,8 @@ def test_eagle3_draft_vocabulary_maps_exactly():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shaped_target, kind):  # noqa: F811
-    target = smol_shaped_target
+    # EAGLE-3 fuses three distinct layers: for it, the same tiny model with three layers instead of two.
+    target = smol_shaped_target if kind == "eagle" else smol_target(smol_shaped_target.tokenizer, layers=3)
     write_conversations(tmp_path / "conv.jsonl")
     recipe = load_recipe(None, [
         f"data.train_files=[{tmp_path / 'conv.jsonl'}]", f"train.output_dir={tmp_path / 'run'}", f"head.kind={kind}",

@@ -124,7 +124,7 @@ def test_ragged_batch_equals_rows_alone(tree):
     out = gen.generate(ids, 20, attention_mask=mask, eos_token_id=[])
     for i, n in enumerate(lengths):
         alone = greedy_generate(target, ids[i : i + 1, ids.shape[1] - n :], 20, eos_token_id=[])
-        assert out.sequences[i, : n + 20].tolist() == alone.sequences[0].tolist()
+        assert out.sequences[i, ids.shape[1] - n : ids.shape[1] + 20].tolist() == alone.sequences[0].tolist()
     assert out.new_lengths == [20] * 4 and out.finish_reasons == ["length"] * 4
 
 
@@ -200,7 +200,7 @@ def test_batch_of_four_equals_each_row_decoded_alone(arch, head):
         gen = hs.SpeculativeGenerator(target, heads, depth=4, top_k=3, total_tokens=10)
     out = gen.generate(ids, new, attention_mask=mask, eos_token_id=[])
     for i, n in enumerate(lengths):
-        assert out.sequences[i, : n + new].tolist() == refs[i], (arch, head, i)
+        assert out.sequences[i, ids.shape[1] - n : ids.shape[1] + new].tolist() == refs[i], (arch, head, i)
     assert out.new_lengths == [new] * 4 and out.finish_reasons == ["length"] * 4
     # Holes left by rows that accepted fewer drafts than others are squeezed out: the cache stays
     # within the longest prompt + the longest output + one tree.
@@ -222,12 +222,13 @@ def test_rows_finishing_early_leave_the_others_unchanged(dynamic):
     heads = RowOracles(refs, lengths, dynamic=dynamic)
     kwargs = {"depth": 3, "top_k": 2, "total_tokens": 6} if dynamic else {"tree": "tree8"}
     out = hs.SpeculativeGenerator(target, heads, **kwargs).generate(ids, new, attention_mask=mask, eos_token_id=eos)
-    for i, n in enumerate(lengths):
-        assert out.sequences[i, n : n + len(want[i])].tolist() == want[i]
-        assert out.new_lengths[i] == len(want[i])
+    for i, w in enumerate(want):  # the input as given, then each row's new tokens (HF generate's layout)
+        assert out.sequences[i, ids.shape[1] : ids.shape[1] + len(w)].tolist() == w
+        assert out.new_lengths[i] == len(w)
+    assert torch.equal(out.sequences[:, : ids.shape[1]], ids)
     assert out.finish_reasons == ["eos" if len(w) < new or w[-1] == eos else "length" for w in want]
     # Padding after a finished row is the pad id, as HF generate returns it.
-    assert out.sequences.shape[1] == max(n + len(w) for n, w in zip(lengths, want))
+    assert out.sequences.shape[1] == ids.shape[1] + max(len(w) for w in want)
 
 
 def test_batched_sampling_runs_and_is_reproducible():
@@ -340,7 +341,7 @@ def test_stop_strings_end_each_row_of_a_batch_as_alone(smol_tokenizer):
     for i, p in enumerate(prompts):
         alone = gen.generate(p, 30, eos_token_id=[], stop_strings=[stop])
         n = p.shape[1]
-        assert out.sequences[i, n : n + out.new_lengths[i]].tolist() == alone.sequences[0, n:].tolist()
+        assert out.sequences[i, width : width + out.new_lengths[i]].tolist() == alone.sequences[0, n:].tolist()
         assert out.finish_reasons[i] == alone.finish_reasons[0]
 
 
@@ -395,6 +396,6 @@ def test_eagle_heads_decode_a_ragged_batch_row_by_row_exactly(kind):
     out = gen.generate(ids, new, attention_mask=mask, eos_token_id=[])
     for i, (p, n) in enumerate(zip(alone, lengths)):
         ref = greedy_generate(target, p, new, eos_token_id=[]).sequences[0].tolist()
-        assert out.sequences[i, : n + new].tolist() == ref
+        assert out.sequences[i, ids.shape[1] - n : ids.shape[1] + new].tolist() == ref
         solo = gen.generate(p, new, eos_token_id=[])
         assert solo.sequences[0].tolist() == ref

@@ -1,6 +1,7 @@
 """Exporting heads to serving layouts and importing other projects' checkpoints (heads/export.py)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,9 +11,13 @@ from safetensors.torch import load_file, save_file
 import headstart as hs
 from headstart.cli import main
 from headstart.decode.tree import DraftState, tree_from_paths
+from headstart.files import MARKER
 from headstart.heads.checkpoint import CheckpointError
 from headstart.heads.export import ExportError, export, import_heads
+from headstart.train.trainer import train
 from tests.conftest import VOCAB, tiny_target
+from tests.test_distill import smol_shaped_target  # noqa: F401  (fixture)
+from tests.test_trainer import recipe as train_recipe
 
 PATHS = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # a small tree, 3 deep
 
@@ -71,7 +76,7 @@ DRAFT = torch.tensor([5, 3, 9, 100, 2, 7, 8, 11, 40, 41, 64, 65])
 def test_vllm_medusa_names_and_config(tmp_path, target):
     heads = randomised(hs.heads.build("medusa", target, num_heads=2, draft_vocab=DRAFT))
     out = export(heads, target, tmp_path / "vllm", "vllm-medusa")
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "config.json", "model.safetensors"]
     config = json.loads((out / "config.json").read_text())
     assert sorted(config) == sorted([
         "architectures", "model_type", "hidden_size", "vocab_size", "num_heads", "num_hidden_layers",
@@ -105,7 +110,7 @@ def test_vllm_medusa_names_and_config(tmp_path, target):
 def test_official_medusa_names(tmp_path, target):
     heads = randomised(hs.heads.build("medusa", target, num_heads=2, shared_lm_head=False))
     out = export(heads, None, tmp_path / "m", "medusa")  # own lm_heads: the target is not needed
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "medusa_lm_head.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "config.json", "medusa_lm_head.safetensors"]
     assert sorted(load_file(out / "medusa_lm_head.safetensors")) == [
         "0.0.linear.bias", "0.0.linear.weight", "0.1.weight", "1.0.linear.bias", "1.0.linear.weight", "1.1.weight",
     ]
@@ -284,7 +289,7 @@ def test_export_refusals_write_nothing(tmp_path, target, monkeypatch):
         path.write_bytes(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr("headstart.heads.export.save_file", crash)
+    monkeypatch.setattr("headstart.files.save_file", crash)
     with pytest.raises(OSError, match="disk full"):
         export(folder, target, tmp_path / "a", "vllm-medusa")
     with pytest.raises(OSError, match="disk full"):
@@ -337,6 +342,19 @@ EAGLE3_CONFIG = {
 EAGLE_DRAFT = torch.arange(0, VOCAB, 2)
 
 
+def deep_target(layers=5):
+    """The tiny Llama with more layers (the conftest one has three)."""
+    import transformers as tr
+
+    from headstart.target import Target
+    from tests.conftest import tiny_config
+
+    torch.manual_seed(0)
+    config = tiny_config("llama")
+    config.num_hidden_layers = layers
+    return Target(tr.AutoModelForCausalLM.from_config(config, dtype=torch.float32), None, name="tiny-llama")
+
+
 def eagle3_head(target, feature_layers=None, seed=1):
     return randomised(hs.heads.build("eagle3", target, draft_vocab=EAGLE_DRAFT, feature_layers=feature_layers), seed).eval()
 
@@ -355,9 +373,11 @@ def same_weights(a, b):
 
 @pytest.mark.parametrize("layout", ["eagle3", "speculators"])
 def test_eagle3_layout_names_config_and_round_trip(tmp_path, target, layout):
-    head = eagle3_head(target, feature_layers=[1, 2, 2])
+    target = deep_target()  # 5 layers: room for feature layers other than the default [0, 2, 4]
+    head = eagle3_head(target, feature_layers=[1, 2, 4])
     out = export(head, target, tmp_path / layout, layout)
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "config.json", "model.safetensors"]
+    assert json.loads((out / MARKER).read_text())["files"] == ["config.json", "model.safetensors"]
     config = json.loads((out / "config.json").read_text())
     assert sorted(config) == sorted(EAGLE3_CONFIG[layout])
     state = load_file(out / "model.safetensors")
@@ -370,10 +390,10 @@ def test_eagle3_layout_names_config_and_round_trip(tmp_path, target, layout):
     assert layer["max_position_embeddings"] == target.max_position_embeddings == 256
     assert (layer["num_hidden_layers"], layer["num_key_value_heads"], layer["head_dim"]) == (1, 2, 8)
     assert config["draft_vocab_size"] == 64 and config["target_hidden_size"] == 32 and config["norm_before_residual"] is False
-    assert config["eagle_aux_hidden_state_layer_ids"] == [2, 3, 3]  # vLLM: ours + 1 (the stream entering the layer)
+    assert config["eagle_aux_hidden_state_layer_ids"] == [2, 3, 5]  # vLLM: ours + 1 (the stream entering the layer)
     if layout == "eagle3":
         assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["model_type"] == "llama"
-        assert config["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [1, 2, 2], "use_aux_hidden_state": True}
+        assert config["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [1, 2, 4], "use_aux_hidden_state": True}
         assert torch.equal(state["midlayer.self_attn.q_proj.weight"], head.midlayer.self_attn.q_proj.weight)
     else:
         assert config["speculators_model_type"] == "eagle3" and config["architectures"] == ["Eagle3Speculator"]
@@ -388,7 +408,7 @@ def test_eagle3_layout_names_config_and_round_trip(tmp_path, target, layout):
     del config["headstart"]
     (out / "config.json").write_text(json.dumps(config))
     again = import_heads(out, target, layout=layout)
-    assert again.options["feature_layers"] == [1, 2, 2] and same_weights(again, head)
+    assert again.options["feature_layers"] == [1, 2, 4] and same_weights(again, head)
 
 
 def test_aux_layer_ids_per_engine():
@@ -486,6 +506,11 @@ def test_eagle_bad_input_and_refusals(tmp_path, target):
         export(head, None, tmp_path / "x", "eagle3")
     folder = head.save_pretrained(tmp_path / "head", target)
     save_file({k: v.contiguous() for k, v in state.items()}, folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match="does not match the SHA-256"):  # config.json knew the old file
+        export(folder, target, tmp_path / "x", "speculators")
+    config = json.loads((folder / "config.json").read_text())
+    del config["sha256"]  # as a head saved before checksums were recorded
+    (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(ExportError, match="up_proj.weight.*nothing was written"):
         export(folder, target, tmp_path / "x", "speculators")
     good = head.save_pretrained(tmp_path / "good", target)  # records max_position_embeddings 256
@@ -514,3 +539,125 @@ def test_cli_export_eagle3(tmp_path, target, smol_tokenizer):
         argv = ["export", "--head", str(tmp_path / "head"), "--layout", layout, "--out", str(tmp_path / layout)]
         assert main([*argv, f"target.name_or_path={tmp_path / 'target'}", "target.dtype=float32"]) == 0
         assert same_weights(import_heads(tmp_path / layout, target, layout=layout), head)
+
+
+# ---- the output folder: nothing the user owns is replaced --------------------------------------
+
+
+def snapshot(folder):
+    """Every file under `folder` with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_export_never_replaces_what_the_user_owns(tmp_path, smol_shaped_target):  # noqa: F811
+    # A real training run: runs/x/final, checkpoint-1, checkpoint-2 and train_summary.json.
+    run = tmp_path / "runs" / "x"
+    summary = train(train_recipe(tmp_path, "train.max_steps=2", "train.save_steps=1", f"train.output_dir={run}"),
+                    smol_shaped_target)
+    final = Path(summary["final"])
+    assert {"final", "checkpoint-1", "checkpoint-2", "train_summary.json"} <= {p.name for p in run.iterdir()}
+    before = snapshot(run)
+    # --out runs/x for --head runs/x/final: the folder holds the head being exported, even with force.
+    for force in (False, True):
+        with pytest.raises(ExportError, match=r"holds .*final, which would be deleted with it"):
+            export(final, None, run, force=force)
+    # A folder holding a run's checkpoints, a train_summary.json or a head's own config.json: never.
+    module = hs.load_heads(final, target=smol_shaped_target)
+    with pytest.raises(ExportError, match=r"output of a training run \(.*checkpoint-1\).*even with force"):
+        export(module, smol_shaped_target, tmp_path / "runs", "vllm-medusa", force=True)
+    with pytest.raises(ExportError, match=r"output of a training run \(.*checkpoint-1/config.json\)"):
+        export(final, smol_shaped_target, run / "checkpoint-1", "vllm-medusa", force=True)
+    (tmp_path / "summary-only").mkdir()
+    (tmp_path / "summary-only" / "train_summary.json").write_text("{}")
+    with pytest.raises(ExportError, match=r"output of a training run \(.*train_summary.json\)"):
+        export(final, None, tmp_path / "summary-only", force=True)
+    assert snapshot(run) == before and leftovers(run) == [] and leftovers(tmp_path / "runs") == []
+
+    # A folder of the user's notes: refused without force (what to do is in the message), replaced with it.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.md").write_text("my notes")
+    with pytest.raises(ExportError, match=r"not empty \(todo.md\).*pass force=True \(--force\)"):
+        export(final, None, notes)
+    assert (notes / "todo.md").read_text() == "my notes"
+    export(final, None, notes, force=True)
+    assert not (notes / "todo.md").exists() and (notes / "config.json").is_file()
+    # An earlier export is replaced without force; once the user adds a file to it, it is theirs again.
+    out = export(final, smol_shaped_target, tmp_path / "vllm", "vllm-medusa")
+    export(final, smol_shaped_target, out, "vllm-medusa")
+    (out / "README.md").write_text("served on host 3")
+    with pytest.raises(ExportError, match=r"not empty \(\.headstart-export\.json, README.md"):
+        export(final, smol_shaped_target, out, "vllm-medusa")
+    assert (out / "README.md").read_text() == "served on host 3"
+    # An empty folder is fine; a file is never replaced.
+    (tmp_path / "empty").mkdir()
+    assert (export(final, None, tmp_path / "empty") / "model.safetensors").is_file()
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ExportError, match="is a file, not a folder"):
+        export(final, None, tmp_path / "a-file", force=True)
+    # The command line says the same in one line.
+    assert main(["export", "--head", str(final), "--layout", "headstart", "--out", str(run)]) == 2
+    assert snapshot(run) == before
+
+
+def test_exports_follow_the_umask(tmp_path, target):
+    """Files 0644 and folders 0755 under umask 022 (mkdtemp would give 0700), 0640/0750 under 027."""
+    import os
+    import stat
+
+    medusa = randomised(hs.heads.build("medusa", target, num_heads=2, shared_lm_head=False))
+    eagle3 = eagle3_head(target)
+    old = os.umask(0o022)
+    try:
+        for umask, dmode, fmode in ((0o022, 0o755, 0o644), (0o027, 0o750, 0o640)):
+            os.umask(umask)
+            base = tmp_path / f"u{umask:o}"
+            written = [
+                medusa.save_pretrained(base / "head", target),
+                export(medusa, target, base / "headstart", "headstart"),
+                export(medusa, target, base / "vllm", "vllm-medusa"),
+                export(medusa, target, base / "medusa", "medusa"),
+                export(eagle3, target, base / "eagle3", "eagle3"),
+                export(eagle3, target, base / "speculators", "speculators"),
+            ]
+            export(medusa, target, base / "vllm", "vllm-medusa")  # replacing keeps the modes too
+            for folder in [base, *written]:
+                assert stat.S_IMODE(folder.stat().st_mode) == dmode, folder
+                for f in folder.iterdir():
+                    if f.is_file():
+                        assert stat.S_IMODE(f.stat().st_mode) == fmode, f
+    finally:
+        os.umask(old)
+
+
+# ---- EAGLE-3 feature layers: three distinct layers, ascending --------------------------------
+
+
+def test_feature_layers_must_be_sorted_unique_and_in_range(tmp_path):
+    from headstart.heads.options import HeadOptionsError
+
+    target = deep_target()
+    for layers, why in (([1, 2, 2], "listed twice"), ([4, 2, 1], "not in ascending order"),
+                        ([1, 2, 5], r"\[5\] outside the target's layers 0..4"), ([1, 2], "2 layers instead of three")):
+        with pytest.raises(HeadOptionsError, match=why):
+            hs.heads.build("eagle3", target, feature_layers=layers)
+    head = eagle3_head(target, feature_layers=[1, 2, 4])
+    folder = head.save_pretrained(tmp_path / "h", target)
+    config = json.loads((folder / "config.json").read_text())
+    for layers, why in (([2, 1, 4], "not in ascending order"), ([1, 1, 4], "listed twice")):
+        config["head"]["feature_layers"] = layers
+        (folder / "config.json").write_text(json.dumps(config))
+        with pytest.raises(HeadOptionsError, match=rf"h/config.json: EAGLE-3 reads three target layers.*{why}"):
+            hs.load_heads(folder, target=target)
+        with pytest.raises(HeadOptionsError, match=why):
+            export(folder, target, tmp_path / "out", "eagle3")
+        assert not (tmp_path / "out").exists()
+    # A vLLM-layout file whose capture list is unsorted (written by another tool): refused on import.
+    out = export(head, target, tmp_path / "vllm", "eagle3")
+    exported = json.loads((out / "config.json").read_text())
+    del exported["headstart"]
+    exported["eagle_aux_hidden_state_layer_ids"] = [5, 3, 2]
+    exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [4, 2, 1]
+    (out / "config.json").write_text(json.dumps(exported))
+    with pytest.raises(HeadOptionsError, match="not in ascending order"):
+        import_heads(out, target, layout="eagle3")

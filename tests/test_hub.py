@@ -126,3 +126,14 @@ def test_cli_push(tmp_path, hub, monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert main(["export", "--head", str(folder), "--push-to-hub", "me/cli"]) == 2
     assert "offline mode" in capsys.readouterr().err and hub == []
+
+
+def test_a_corrupt_head_is_not_published(tmp_path, hub):
+    from headstart.heads.checkpoint import CheckpointError
+    from tests.test_checkpoint import flip_tensor_bytes
+
+    _, _, folder = trained_head(tmp_path)
+    flip_tensor_bytes(folder / "model.safetensors", n=100)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors does not match the SHA-256"):
+        push_to_hub(folder, "me/tiny-medusa")
+    assert hub == []  # refused before the repo is created

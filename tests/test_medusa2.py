@@ -18,6 +18,7 @@ from headstart.heads.hub import head_files, model_card
 from headstart.target import Target
 from headstart.train import joint as medusa2
 from headstart.train.trainer import train
+from tests.conftest import assert_close
 from tests.test_distill import smol_shaped_target  # noqa: F401  (fixture)
 from tests.test_trainer import recipe
 
@@ -87,7 +88,7 @@ def test_kl_bounds_the_divergence_and_reload_is_identical(tmp_path, smol_shaped_
     assert reloaded_target.adapter is not None
     ids = prompts(target)[0]
     # (Loading merges the adapter into the weights for speed: equal up to float32 rounding.)
-    torch.testing.assert_close(reloaded_target(ids).hidden, target(ids).hidden, rtol=1e-5, atol=1e-5)
+    assert_close(reloaded_target(ids).hidden, target(ids).hidden, "merged adapter against the adapter layers")
     for name, value in hs.load_heads(summary["final"], target=target).state_dict().items():
         assert torch.equal(heads.state_dict()[name], value)
     # Speculative decoding verifies with the adapted target: equal to its plain greedy output.
@@ -114,7 +115,7 @@ def test_merge_export_and_bad_input(tmp_path, smol_shaped_target):  # noqa: F811
     assert "adapter" not in exported and exported["target"]["name_or_path"] == str(merged_dir)
     merged = Target.from_pretrained(merged_dir, dtype=torch.float32)
     assert not any("lora" in k for k in merged.model.state_dict())
-    torch.testing.assert_close(merged(ids).hidden, adapted_hidden, rtol=1e-5, atol=1e-5)
+    assert_close(merged(ids).hidden, adapted_hidden, "exported merged target against the adapter layers")
     # A serving layout needs the merged target; our layout carries the adapter files along.
     with pytest.raises(ExportError, match="merged"):
         export(final, pristine, tmp_path / "vllm", "vllm-medusa")
@@ -166,4 +167,4 @@ def test_resume_restores_heads_and_adapter(tmp_path, smol_shaped_target):  # noq
     resumed = load_file(tmp_path / "resumed" / "final" / "adapter_model.safetensors")
     assert sorted(resumed) == sorted(uninterrupted)
     for name in resumed:
-        torch.testing.assert_close(resumed[name], uninterrupted[name], rtol=1e-4, atol=1e-6)
+        assert_close(resumed[name], uninterrupted[name], f"resumed {name}")

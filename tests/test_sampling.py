@@ -18,6 +18,7 @@ from headstart.decode.sampling import Sampling
 from headstart.decode.tree import DraftState, Proposal, tree_from_paths
 from headstart.decode.verify import children_lists, sample_accept, typical_accept
 from headstart.target import Target
+from tests.conftest import assert_close
 
 V = 12
 
@@ -210,13 +211,13 @@ def test_same_seed_same_output():
 def test_warping_by_hand():
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
     p = Sampling(1.0).probs(logits)
-    assert torch.allclose(p, logits.softmax(-1))
-    assert torch.allclose(Sampling(0.5).probs(logits), (logits / 0.5).softmax(-1))
+    assert_close(p, logits.softmax(-1), "temperature 1")
+    assert_close(Sampling(0.5).probs(logits), (logits / 0.5).softmax(-1), "temperature 0.5")
     top2 = Sampling(1.0, top_k=2).probs(logits)
-    assert torch.allclose(top2[0], torch.cat([torch.tensor([2.0, 1.0]).softmax(-1), torch.zeros(2)]))
+    assert_close(top2[0], torch.cat([torch.tensor([2.0, 1.0]).softmax(-1), torch.zeros(2)]), "top-k 2")
     full = logits.softmax(-1)[0]  # [0.644, 0.237, 0.087, 0.032]
     nucleus = Sampling(1.0, top_p=0.85).probs(logits)[0]  # 0.644 < 0.85, 0.644 + 0.237 >= 0.85: two tokens
-    assert torch.allclose(nucleus, torch.cat([full[:2] / full[:2].sum(), torch.zeros(2)]))
+    assert_close(nucleus, torch.cat([full[:2] / full[:2].sum(), torch.zeros(2)]), "top-p 0.85")
 
 
 @pytest.mark.parametrize(

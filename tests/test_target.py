@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from headstart.decode.tree import tree_from_paths
-from tests.conftest import ARCHS, tiny_target
+from tests.conftest import ARCHS, assert_close, tiny_target
 
 
 def sequential_logits(target, ids):
@@ -27,7 +27,7 @@ def test_tree_forward_matches_sequential_logits(arch, attn):
         path = [j for j in range(n) if tree.visible[i, j]]
         seq = torch.cat([prefix[0], tokens[0, path]])[None]
         ref = sequential_logits(target, seq)[-1]
-        torch.testing.assert_close(tree_logits[i], ref, atol=1e-4, rtol=1e-4)
+        assert_close(tree_logits[i], ref, f"tree node {i} against its sequential prefix")
 
 
 def test_target_is_frozen_and_reports_shapes(target):
@@ -44,9 +44,9 @@ def test_feature_taps_equal_hidden_states(target):
     out = target(ids, feature_layers=layers)
     ref = target.model(ids, output_hidden_states=True).hidden_states
     for i in layers:
-        torch.testing.assert_close(out.features[i], ref[i + 1])
+        assert_close(out.features[i], ref[i + 1], f"tapped layer {i}")
     # The last hidden state is after the final norm, the lm_head's input.
-    torch.testing.assert_close(target.logits(out.hidden), target.model(ids).logits, atol=1e-5, rtol=1e-5)
+    assert_close(target.logits(out.hidden), target.model(ids).logits, "logits from the last hidden state")
     # Our taps are removed after the call (HF may keep hooks of its own).
     hooks_before = [len(layer._forward_hooks) for layer in target.layers]
     target(ids, feature_layers=layers)

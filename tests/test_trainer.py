@@ -1,15 +1,16 @@
 import json
 import random
-import shutil
 import time
 
-import pytest
 import torch
+from safetensors.torch import load_file
 
 import headstart as hs
 from headstart.config import load_recipe
 from headstart.decode.generate import greedy_generate
-from headstart.train.trainer import last_complete_checkpoint, train
+from headstart.train.resume import last_complete_checkpoint
+from headstart.train.trainer import train
+from tests.conftest import assert_close
 from tests.test_distill import smol_shaped_target  # noqa: F401  (fixture)
 
 
@@ -52,20 +53,27 @@ def test_a_step_moves_the_head_and_not_the_target(tmp_path, smol_shaped_target):
     assert torch.equal(out.sequences, ref.sequences)
 
 
-def test_resume_and_incomplete_checkpoints(tmp_path, smol_shaped_target):  # noqa: F811
+def test_resume_skips_a_checkpoint_cut_short_and_ends_as_the_uninterrupted_run(tmp_path, smol_shaped_target, capsys):  # noqa: F811
     target = smol_shaped_target
-    r = recipe(tmp_path, "train.max_steps=4", "train.save_steps=2", "train.save_total_limit=5")
-    train(r, target)
+    r = recipe(tmp_path, "train.max_steps=6", "train.save_steps=2", "train.save_total_limit=5")
+    uninterrupted = train(r, target)
     run = tmp_path / "run"
-    assert last_complete_checkpoint(run) == str(run / "checkpoint-4")
+    final = load_file(run / "final" / "model.safetensors")
+    assert last_complete_checkpoint(run) == str(run / "checkpoint-6")
     # A checkpoint interrupted mid-write (no trainer state yet) is never taken for a complete one.
-    shutil.copytree(run / "checkpoint-4", run / "checkpoint-6")
     (run / "checkpoint-6" / "trainer_state.json").unlink()
+    capsys.readouterr()
     assert last_complete_checkpoint(run) == str(run / "checkpoint-4")
-    # Resuming from the last complete checkpoint continues to the new step count.
-    r2 = recipe(tmp_path, "train.max_steps=6", "train.save_steps=2", "train.resume_from_checkpoint=last")
-    shutil.rmtree(run / "checkpoint-6")
-    assert train(r2, target)["steps"] == 6
+    assert "skipping checkpoint-6" in capsys.readouterr().err
+    # Resuming from the last complete checkpoint ends where the uninterrupted run did.
+    r2 = recipe(tmp_path, "train.max_steps=6", "train.save_steps=2", "train.save_total_limit=5", "train.resume_from_checkpoint=last")
+    resumed = train(r2, target)
+    assert resumed["steps"] == 6
+    assert_close(resumed["train_loss"], uninterrupted["train_loss"], "mean training loss, resumed against uninterrupted")
+    assert resumed["heldout"] == uninterrupted["heldout"] and resumed["best_checkpoint"] == uninterrupted["best_checkpoint"]
+    again = load_file(run / "final" / "model.safetensors")
+    for name in final:
+        assert_close(again[name], final[name], f"resumed {name}")
 
 
 def test_training_learns_a_predictable_pattern(tmp_path, smol_shaped_target):  # noqa: F811
@@ -118,7 +126,7 @@ def test_tensorboard_events_are_written(tmp_path, smol_shaped_target):  # noqa: 
     for tag in ("train/heldout/top1_depth1", "train/heldout/top5_depth2", "train/heldout/sim_accept_length"):
         assert len(events.Scalars(tag)) == 1, (tag, scalars)
     heldout = events.Scalars("train/heldout/top1_depth1")[0].value
-    assert heldout == pytest.approx(summary["heldout"]["top1"][0], abs=1e-6)
+    assert_close(heldout, summary["heldout"]["top1"][0], "held-out top-1 as TensorBoard stores it (float32)", ulps=1)
     # The run config: the recipe, the target and the head, as JSON text beside HF's own arguments.
     texts = {t.split("/")[0]: t for t in events.Tags()["tensors"]}
     ours = json.loads(events.Tensors(texts["headstart"])[0].tensor_proto.string_val[0])

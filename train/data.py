@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -144,10 +145,13 @@ def build_examples(
 
 
 def split(examples: list[Example], eval_size: int, seed: int) -> tuple[list[Example], list[Example]]:
-    """A seeded held-out split; eval gets min(eval_size, 10%) of the examples."""
+    """A seeded held-out split; eval gets min(eval_size, 10%) of the examples (a cap said on stderr)."""
     order = list(range(len(examples)))
     random.Random(seed).shuffle(order)
     n_eval = min(eval_size, len(examples) // 10)
+    if n_eval < eval_size:
+        print(f"data.eval_size={eval_size}: holding out {n_eval} of the {len(examples)} examples instead, as at most "
+              f"a tenth of them is held out (training keeps the rest)", file=sys.stderr)
     return [examples[i] for i in order[n_eval:]], [examples[i] for i in order[:n_eval]]
 
 

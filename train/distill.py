@@ -8,7 +8,9 @@ sample of every category) and cut into fixed batches; a batch runs all its turns
 batched `generate` over the rows that have it, shortest first) and is appended to the output in
 one fsynced write. A killed run restarts, skips the batches already written and produces exactly
 the rows an uninterrupted run would have written (batches never change shape, seeds depend only
-on the batch and turn).
+on the batch and turn). The settings that decide the rows (the target, the prompts and their
+order, the generation settings) are kept beside the output (`out.distill.json` beside
+`out.jsonl`), and a resume with other settings is refused: it would append rows of another kind.
 """
 
 from __future__ import annotations
@@ -18,15 +20,18 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from headstart.config import DistillConfig
+from headstart.files import write_json
 from headstart.jsonl import DataError, append_rows, read_jsonl, repair_tail
 from headstart.target import Target
 from headstart.train.formats import Conversation, read_conversations
+from headstart.train.resume import differences, target_fields
 
 # (prompt token ids per row, max_new_tokens, temperature, top_p, seed) -> new token ids per row
 Generate = Callable[[list[list[int]], int, float, float, int], list[list[int]]]
@@ -96,17 +101,22 @@ def hf_backend(target: Target) -> Generate:
     return run
 
 
-def choose_backend(target: Target, name: str) -> Generate:
-    """hf, vllm, or auto: vLLM when it is importable and a CUDA GPU is present, else HF generate."""
+def backend_name(name: str) -> str:
+    """hf or vllm; auto is vLLM when it is importable and a CUDA GPU is present, else HF generate."""
     if name == "auto":
-        name = "vllm" if importlib.util.find_spec("vllm") and torch.cuda.is_available() else "hf"
-    if name == "hf":
-        return hf_backend(target)
-    if name == "vllm":
-        from headstart.train.vllm_backend import vllm_backend
+        return "vllm" if importlib.util.find_spec("vllm") and torch.cuda.is_available() else "hf"
+    if name not in ("hf", "vllm"):
+        raise DataError(f"distill.backend must be hf, vllm or auto, got {name!r}")
+    return name
 
-        return vllm_backend(target)
-    raise DataError(f"distill.backend must be hf, vllm or auto, got {name!r}")
+
+def choose_backend(target: Target, name: str) -> Generate:
+    """The generation function of backend `name` (hf, vllm or auto)."""
+    if backend_name(name) == "hf":
+        return hf_backend(target)
+    from headstart.train.vllm_backend import vllm_backend
+
+    return vllm_backend(target)
 
 
 def shard_paths(output: Path, shard_size: int) -> list[Path]:
@@ -114,6 +124,48 @@ def shard_paths(output: Path, shard_size: int) -> list[Path]:
     if shard_size <= 0:
         return [output] if output.exists() else []
     return sorted(output.parent.glob(f"{output.stem}-[0-9][0-9][0-9][0-9][0-9]{output.suffix}"))
+
+
+def settings_path(output: Path) -> Path:
+    """The JSON beside the output that records the settings its rows were made with."""
+    return output.with_name(f"{output.stem}.distill.json")
+
+
+def distill_settings(target: Target, cfg: DistillConfig) -> dict:
+    """What decides the rows: the target, the prompts and their order, the generation settings
+    (every distill field but the output's name; the backend as `auto` resolves here)."""
+    settings = target_fields(target)
+    settings.update({f"distill.{k}": v for k, v in asdict(cfg).items() if k != "output"})
+    settings["distill.backend"] = backend_name(cfg.backend)
+    return json.loads(json.dumps(settings, default=str))  # as the stored copy reads back
+
+
+def check_settings(output: Path, settings: dict) -> None:
+    """Refuse to add rows to an output written with other settings; record them for a new output.
+
+    Both layouts (one file, shards) count as rows already there, so a changed shard_size is caught too.
+    """
+    path = settings_path(output)
+    written = [p for p in shard_paths(output, 0) + shard_paths(output, 1) if p.stat().st_size > 0]
+    if not written:
+        write_json(path, {"settings": settings})
+        return
+    if not path.is_file():
+        raise DataError(
+            f"{output} holds rows but {path.name} is not beside it, so the settings they were made with are unknown "
+            f"and rows of another kind could be appended. Write to a new distill.output, or move the old rows away"
+        )
+    try:
+        stored = json.loads(path.read_text())["settings"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise DataError(f"{path}: not a distill settings file ({e}); move it and {output} away, or write to a new distill.output") from None
+    diffs = differences(stored, settings)
+    if diffs:
+        raise DataError(
+            f"{output} was written with other settings ({'; '.join(diffs)}; recorded in {path.name}): resuming "
+            f"would append rows of another kind. Resume with the settings it was written with, or write to a new "
+            f"distill.output"
+        )
 
 
 class ShardWriter:
@@ -259,6 +311,7 @@ def distill(
 
     out = Path(cfg.output)
     out.parent.mkdir(parents=True, exist_ok=True)
+    check_settings(out, distill_settings(target, cfg))  # before anything in the output is touched
     writer = ShardWriter(out, cfg.shard_size)
     done = writer.done_ids()
     complete = {rows[i].id for b in batches if all(rows[i].id in done for i in b) for i in b}

@@ -22,16 +22,17 @@ the adapted one**, and speculative decoding is lossless with respect to it, not 
 from __future__ import annotations
 
 import json
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from headstart.config import RecipeError
+from headstart.errors import HeadstartError
+from headstart.files import replace_refusal, staged_folder, write_json, write_safetensors
 from headstart.heads.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 
 ADAPTER_NAME = "medusa2"
@@ -39,7 +40,7 @@ PEFT_PREFIX = "base_model.model."  # PEFT's key prefix, so `PeftModel.from_pretr
 BACKBONE_LOSSES = ("kl", "lm")
 
 
-class AdapterError(ValueError):
+class AdapterError(HeadstartError):
     """An adapter that is missing, corrupt, or does not fit the target."""
 
 
@@ -113,14 +114,10 @@ def save_adapter(target, folder: Path) -> dict:
     if not lora_layers(target):
         raise AdapterError("the target carries no adapter to save")
     peft_config = target.adapter["config"]
-    tmp = folder / f".{ADAPTER_WEIGHTS}.tmp"
-    save_file(adapter_state(target), tmp, metadata={"format": "pt"})
-    os.replace(tmp, folder / ADAPTER_WEIGHTS)
+    write_safetensors(folder / ADAPTER_WEIGHTS, adapter_state(target), {"format": "pt"})
     cfg = peft_config.to_dict()
     cfg["target_modules"] = sorted(cfg["target_modules"]) if isinstance(cfg["target_modules"], set) else cfg["target_modules"]
-    tmp = folder / f".{ADAPTER_CONFIG}.tmp"
-    tmp.write_text(json.dumps(cfg, indent=2, default=str) + "\n")
-    os.replace(tmp, folder / ADAPTER_CONFIG)
+    write_json(folder / ADAPTER_CONFIG, cfg)
     return {"config": ADAPTER_CONFIG, "weights": ADAPTER_WEIGHTS, "r": peft_config.r, "lora_alpha": peft_config.lora_alpha}
 
 
@@ -238,28 +235,28 @@ def joint_loss(heads, target, batch: dict, cfg, progress: float) -> tuple[torch.
     return cfg.backbone_loss_weight * backbone + w * head_loss, metrics
 
 
-def save_merged_target(head_folder: str | Path, target, out: str | Path) -> Path:
+def save_merged_target(head_folder: str | Path, target, out: str | Path, force: bool = False) -> Path:
     """Load a Medusa-2 head's adapter onto `target`, merge it, and save the merged model (with the
-    tokenizer) to `out`, replaced atomically: the model to serve with the exported head."""
-    import shutil
-    import tempfile
+    tokenizer) to `out`, renamed into place: the model to serve with the exported head.
 
+    `out` is replaced only when it is empty or an earlier merged target (its marker file lists all
+    it holds), or with `force`; never when it holds the head, the target's own folder or a training
+    run's output.
+    """
     from headstart.heads.checkpoint import load_heads, read_config
+    from headstart.heads.export import ExportError
 
+    loaded_from = {target.name, getattr(target.model, "name_or_path", None) or target.name}
+    keep = [Path(head_folder), *(Path(p) for p in loaded_from if Path(p).exists())]
+    refusal = replace_refusal(out, force, keep)
+    if refusal:
+        raise ExportError(f"not saving the merged target to {out}: {refusal}")
     if not read_config(Path(head_folder)).get("adapter"):
         raise AdapterError(f"{head_folder} was trained without an adapter (Medusa-1): serve it with the target as it is")
     load_heads(head_folder, target, allow_other_target=True)
     merge_adapter(target)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with staged_folder(out, written_by="headstart export --merged-target") as tmp:
         target.model.save_pretrained(tmp)
         if target.tokenizer is not None:
             target.tokenizer.save_pretrained(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out)

@@ -7,6 +7,9 @@ checkpoint/resume all act on what trains and nothing else. The frozen target run
 forward under `torch.no_grad()` (online features) or not at all (offline cache); in joint mode it
 runs with gradients through its adapters. Checkpoints hold the head only (config.json +
 model.safetensors), the adapter beside it in joint mode, plus the Trainer's optimizer and state.
+Each checkpoint's config.json also records the recipe's fingerprint (train/resume.py) and what a
+resumed run needs to end as the uninterrupted one would: the best checkpoint so far, the metrics
+of the logging window in progress, and the loss summed over the steps before it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from headstart.target import Target, gathered, is_partitioned, resolve_dtype
 from headstart.train import joint as medusa2
 from headstart.train.data import build_examples, collate, split
 from headstart.train.features import batch_features, training_dataset
+from headstart.train.resume import checkpoint_to_resume, clear_earlier_run, planned_steps, run_record
 
 
 class TimeBudget(TrainerCallback):
@@ -125,13 +129,39 @@ class Progress(TrainerCallback):
 class HeadTrainer(Trainer):
     """Trainer whose model is a TrainingModule; the target supplies features inside its forward."""
 
-    def __init__(self, target: Target, train_config: TrainConfig, **kwargs):
+    def __init__(self, target: Target, train_config: TrainConfig, run: dict, **kwargs):
         super().__init__(**kwargs)
         self.target = target
         self.train_config = train_config
+        self.run = run  # the recipe's fingerprint (train/resume.py), recorded in every checkpoint
         self._metrics: dict[str, list[float]] = defaultdict(list)
         self._recent_sim: float | None = None  # simulated τ of the last logging window
         self.best: dict | None = None  # {"step", "sim_accept_length", "path"} of the best checkpoint
+        self.loss_before = 0.0  # training loss summed over the steps before this session (a resumed run)
+
+    def resume_state(self) -> dict:
+        """What a resumed run reads back to end as the uninterrupted one would: the best checkpoint
+        so far, the last window's simulated τ, the window in progress, and the loss summed so far
+        (HF's own sum of this session: logged windows, plus the window in progress)."""
+        session = self._total_loss_scalar + self._tr_loss.item()  # set by HF's training loop, which calls _save
+        return {
+            "best": self.best,
+            "recent_sim": self._recent_sim,
+            "pending_metrics": {k: list(v) for k, v in self._metrics.items()},
+            "loss_sum": self.loss_before + session,
+        }
+
+    def restore(self, checkpoint: Path) -> None:
+        """Read back `resume_state` from a checkpoint's config.json before resuming from it."""
+        state = json.loads((checkpoint / CONFIG_NAME).read_text())["resume_state"]
+        self.best, self._recent_sim, self.loss_before = state["best"], state["recent_sim"], state["loss_sum"]
+        self._metrics = defaultdict(list, {k: list(v) for k, v in state["pending_metrics"].items()})
+
+    def run_loss(self, result) -> float:
+        """Mean training loss over every step of the run, the steps before a resume included (HF's
+        own figure covers this session only)."""
+        session_steps = result.global_step - self._initial_global_step
+        return (self.loss_before + result.training_loss * session_steps) / max(result.global_step, 1)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, metrics = model(**inputs)
@@ -194,12 +224,11 @@ class HeadTrainer(Trainer):
             heads = self.accelerator.unwrap_model(self.model).heads
             if state_dict is not None:  # DeepSpeed hands over the module's weights: keep the head's
                 state_dict = {k.removeprefix("heads."): v for k, v in state_dict.items() if not k.startswith("backbone.")}
-            if self.is_deepspeed_enabled and is_deepspeed_zero3_enabled():
-                # ZeRO-3: the module holds empty partitions; the Trainer hands over the gathered weights.
-                save_heads(heads, output_dir or self.args.output_dir, self.target, state=state_dict)
-            else:
-                heads.save_pretrained(output_dir or self.args.output_dir, self.target)
-            self._keep_best(heads, state_dict)
+            self._keep_best(heads, state_dict)  # first, so that the checkpoint records the best including itself
+            # ZeRO-3: the module holds empty partitions; the Trainer hands over the gathered weights.
+            zero3 = self.is_deepspeed_enabled and is_deepspeed_zero3_enabled()
+            extra = {"run": self.run, "resume_state": self.resume_state()}
+            save_heads(heads, output_dir or self.args.output_dir, self.target, extra=extra, state=state_dict if zero3 else None)
 
     def _keep_best(self, heads, state_dict: dict | None) -> None:
         """Copy the head to output_dir/best when the simulated τ of the latest logging window beats
@@ -226,16 +255,6 @@ def unpartitioned(trainer: Trainer, heads, target: Target):
     return plain.to(target.device)
 
 
-def last_complete_checkpoint(output_dir: str | Path) -> str | None:
-    """The newest checkpoint-N with both a head config and the Trainer's state (written last)."""
-    found = []
-    for path in Path(output_dir).glob("checkpoint-*"):
-        step = path.name.split("-")[-1]
-        if step.isdigit() and (path / CONFIG_NAME).is_file() and (path / "trainer_state.json").is_file():
-            found.append((int(step), str(path)))
-    return max(found)[1] if found else None
-
-
 def frequent_tokens(examples, n: int, vocab_size: int) -> torch.Tensor:
     """The n most frequent assistant tokens of `examples`, most frequent first (ties by id)."""
     counts = torch.zeros(vocab_size, dtype=torch.long)
@@ -254,12 +273,10 @@ def build_head(recipe: Recipe, target: Target, examples):
         raise ValueError(f"head.kind: unknown kind {hcfg.kind!r}; known: {', '.join(sorted(heads_registry.REGISTRY))}")
     cls = heads_registry.REGISTRY[hcfg.kind]
     options = {k: getattr(hcfg, k) for k in cls.recipe_fields if getattr(hcfg, k) is not None}
-    if hcfg.draft_vocab_size:
-        if hcfg.draft_vocab_size > target.vocab_size:
-            raise ValueError(
-                f"head.draft_vocab_size={hcfg.draft_vocab_size} is larger than the target's vocabulary "
-                f"({target.vocab_size} tokens)"
-            )
+    if hcfg.draft_vocab_size is not None:  # None: the whole vocabulary
+        from headstart.heads.options import check_draft_vocab_size
+
+        check_draft_vocab_size(hcfg.draft_vocab_size, target.vocab_size, "head.draft_vocab_size")
         options["draft_vocab"] = frequent_tokens(examples, hcfg.draft_vocab_size, target.vocab_size)
     if getattr(cls, "dynamic", False):
         d = recipe.decode
@@ -294,6 +311,14 @@ def _seconds_per_step(module: TrainingModule, dataset, cfg: TrainConfig) -> floa
         times.append(time.perf_counter() - t0)
     module.zero_grad(set_to_none=True)
     return min(times) * scale * 1.1  # optimizer and logging overhead
+
+
+def _steps_in_budget(module: TrainingModule, dataset, cfg: TrainConfig) -> int:
+    """Optimizer steps that fit train.max_minutes (at most train.epochs over the data), by timing two."""
+    per_step = _seconds_per_step(module, dataset, cfg) * cfg.grad_accum
+    by_time = int(cfg.max_minutes * 60 / per_step)
+    by_epochs = math.ceil(len(dataset) * cfg.epochs / (cfg.batch_size * cfg.grad_accum))
+    return max(1, min(by_time, by_epochs))
 
 
 def zero_stage(deepspeed_config: str | None) -> int | None:
@@ -401,6 +426,8 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     """Train the recipe's head on `target`; returns a summary. The final head is in output_dir/final."""
     cfg = recipe.train
     _check_joint(recipe, target)
+    resume = checkpoint_to_resume(recipe, target)  # before any work: refuses what would lose an earlier run
+    run = run_record(recipe, target)  # the target as it is before joint mode adds adapters
     torch.manual_seed(cfg.seed)
     data = recipe.data
     examples, data_stats = build_examples(
@@ -434,14 +461,8 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
             print("ZeRO-3: the learning-rate schedule spans train.epochs; train.max_minutes stops training at the deadline",
                   file=sys.stderr)
     elif cfg.max_minutes is not None and max_steps <= 0:
-        per_step = _seconds_per_step(module, dataset, cfg) * cfg.grad_accum
-        by_time = int(cfg.max_minutes * 60 / per_step)
-        by_epochs = math.ceil(len(dataset) * cfg.epochs / (cfg.batch_size * cfg.grad_accum))
-        max_steps = max(1, min(by_time, by_epochs))
-    resume = cfg.resume_from_checkpoint
-    if resume == "last":
-        resume = last_complete_checkpoint(cfg.output_dir)
-
+        # A resumed budgeted run keeps the schedule it planned when it started (timing again would change it).
+        max_steps = planned_steps(resume) if resume is not None else _steps_in_budget(module, dataset, cfg)
     args = training_arguments(cfg, max_steps, _bf16(cfg, target))
     callbacks = [TimeBudget(cfg.max_minutes * 1.15)] if cfg.max_minutes else []
     tracking = RunConfig(run_config(recipe, target, heads))
@@ -450,6 +471,7 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     trainer = HeadTrainer(
         target=target,
         train_config=cfg,
+        run=run,
         model=module,
         args=args,
         train_dataset=dataset,
@@ -457,8 +479,12 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
         callbacks=callbacks,
     )
     tracking.tensorboard = next((c for c in trainer.callback_handler.callbacks if isinstance(c, TensorBoardCallback)), None)
+    if resume is not None:
+        trainer.restore(resume)
+    elif cfg.overwrite_output_dir and trainer.is_world_process_zero():
+        clear_earlier_run(cfg.output_dir)
     start = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     seconds = time.perf_counter() - start
     target.model.eval()  # joint mode put the adapted backbone in train mode (LoRA dropout)
     target.model.requires_grad_(False)
@@ -482,7 +508,7 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     summary = {
         "steps": result.global_step,
         "train_seconds": round(seconds, 1),
-        "train_loss": round(result.training_loss, 4),
+        "train_loss": round(trainer.run_loss(result), 4),
         "data": data_stats,
         "train_examples": len(train_ex),
         "heldout_examples": len(eval_ex),

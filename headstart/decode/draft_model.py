@@ -22,9 +22,10 @@ from headstart.decode.tree import (
     grow_tree,
     select_dynamic_tree,
 )
+from headstart.errors import HeadstartError
 
 
-class VocabularyMismatch(ValueError):
+class VocabularyMismatch(HeadstartError):
     """The draft model and the target do not share a token vocabulary."""
 
 

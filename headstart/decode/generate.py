@@ -23,7 +23,8 @@ row's tree; Medusa drafts for all rows in one call, EAGLE and draft models keep 
 the batch and costs nothing more. At temperature 0 each row equals that row decoded alone (up to
 float rounding of batched kernels: exact on the tests' float32 models). With sampling, rows draw
 from one seeded generator in turn: each row follows the target's distribution and a seed
-reproduces the batch, but a row's draws differ from the same row decoded alone.
+reproduces the batch, but a row's draws differ from the same row decoded alone. The output is
+HF generate's layout: the input as given (left padding kept), then the new tokens right-padded.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 import torch
 
 from headstart.decode.cache import RaggedCache
-from headstart.decode.sampling import Sampling, make_generator
+from headstart.decode.sampling import GenerationError, Sampling, make_generator
 from headstart.decode.tree import DraftHead, DraftState, DynamicTreeSpec, Tree, load_tree
 from headstart.decode.verify import children_lists, greedy_accept_rows, sample_accept, typical_accept
 
@@ -44,7 +45,7 @@ ACCEPTANCE_MODES = ("exact", "typical")
 
 @dataclass
 class GenerateOutput:
-    sequences: torch.Tensor  # (B, T + new) prompt followed by the new tokens (padded), as HF generate
+    sequences: torch.Tensor  # (B, T + new) the input as given, then the new tokens right-padded: HF generate's layout
     accepted_per_step: list[int] = field(default_factory=list)  # drafts accepted at each verification
     seconds: float = 0.0
     new_tokens: int = 0
@@ -78,7 +79,7 @@ class Stopper:
             stop_strings = [stop_strings]
         self.stop_strings = [s for s in (stop_strings or []) if s]
         if self.stop_strings and target.tokenizer is None:
-            raise ValueError("stop_strings need the target's tokenizer (Target(..., tokenizer=...))")
+            raise GenerationError("stop_strings need the target's tokenizer: build it with Target(..., tokenizer=...)")
         self.tokenizer = target.tokenizer
         self.max_new_tokens = max_new_tokens
 
@@ -108,16 +109,28 @@ class Stopper:
         return None
 
 
-def _check_prompt(target, input_ids: torch.Tensor, max_new_tokens: int) -> None:
+def _check_lengths(input_ids: torch.Tensor, max_new_tokens: int) -> None:
+    """The batch is (B, T), max_new_tokens a positive integer."""
     if input_ids.ndim != 2 or input_ids.shape[1] == 0:
-        raise ValueError(f"input_ids must be (B, T) with T >= 1, got shape {tuple(input_ids.shape)}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        raise GenerationError(
+            f"input_ids must be (B, T) with T >= 1, got shape {tuple(input_ids.shape)}; "
+            "pass a batch of token ids, e.g. tokenizer(texts, return_tensors='pt', padding=True).input_ids"
+        )
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise GenerationError(
+            f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}; pass how many tokens to generate at most"
+        )
+
+
+def _check_context(target, rows: list[torch.Tensor], max_new_tokens: int) -> None:
+    """Every row's prompt (padding aside) and its new tokens fit the target's positions."""
     limit = target.max_position_embeddings
-    if limit and input_ids.shape[1] + max_new_tokens > limit:
-        raise ValueError(
-            f"the prompt has {input_ids.shape[1]} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
-            f"target's context of {limit} positions. Shorten the prompt or lower max_new_tokens."
+    longest = max(row.shape[1] for row in rows)
+    if limit and longest + max_new_tokens > limit:
+        room = f"lower max_new_tokens to {limit - longest}" if longest < limit else f"keep it under {limit} tokens"
+        raise GenerationError(
+            f"the longest prompt has {longest} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
+            f"target's context of {limit} positions (max_position_embeddings). Shorten the prompt or {room}."
         )
 
 
@@ -126,11 +139,14 @@ def _rows(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> list[
     if attention_mask is None:
         return [row[None] for row in input_ids]
     if attention_mask.shape != input_ids.shape:
-        raise ValueError(f"attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}")
+        raise GenerationError(
+            f"attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}; "
+            "pass the mask the tokenizer returned with the ids (1 for tokens, 0 for padding)"
+        )
     rows = []
-    for row, keep in zip(input_ids, attention_mask.bool()):
+    for b, (row, keep) in enumerate(zip(input_ids, attention_mask.bool())):
         if not keep.any():
-            raise ValueError("a row of the batch is all padding")
+            raise GenerationError(f"row {b} of the batch is all padding (its attention_mask is all 0); drop it")
         rows.append(row[keep][None])
     return rows
 
@@ -142,19 +158,23 @@ def _choose(logits: torch.Tensor, sampling: Sampling, gen: torch.Generator | Non
     return torch.multinomial(sampling.probs(logits), 1, generator=gen)[:, 0]
 
 
-def _pack(rows: list[torch.Tensor], news: list[list[int]], pad: int) -> torch.Tensor:
-    """Prompt followed by new tokens for every row; rows of unequal length padded on the right."""
-    full = [torch.cat([r[0].cpu(), torch.tensor(n, dtype=r.dtype)]) for r, n in zip(rows, news)]
-    width = max(f.numel() for f in full)
-    out = torch.full((len(full), width), pad, dtype=full[0].dtype)
-    for i, f in enumerate(full):
-        out[i, : f.numel()] = f
-    return out
+def _pack(input_ids: torch.Tensor, news: list[list[int]], pad: int) -> torch.Tensor:
+    """HF generate's layout (B, T + new): the input as given, padding kept, then each row's new tokens,
+    right-padded with `pad`, so that `sequences[:, T:]` are the new tokens of every row."""
+    new = torch.full((len(news), max(map(len, news))), pad, dtype=input_ids.dtype)  # (B, new)
+    for b, tokens in enumerate(news):
+        new[b, : len(tokens)] = torch.tensor(tokens, dtype=input_ids.dtype)
+    return torch.cat([input_ids, new.to(input_ids.device)], dim=1)
 
 
 def _pad_id(target) -> int:
-    tok = target.tokenizer
-    for value in (getattr(tok, "pad_token_id", None), getattr(tok, "eos_token_id", None)):
+    """What pads the rows that finished first: the pad token (tokenizer's, then generation config's), else
+    EOS, else 0."""
+    tok, config = target.tokenizer, target.model.generation_config
+    for value in (getattr(tok, "pad_token_id", None), config.pad_token_id, getattr(tok, "eos_token_id", None),
+                  config.eos_token_id):
+        if isinstance(value, list) and value:
+            value = value[0]
         if isinstance(value, int):
             return value
     return 0
@@ -206,7 +226,7 @@ class _Streams:
 
     def __init__(self, streamer, batch: int):
         if streamer is not None and batch != 1:
-            raise ValueError("streaming needs a batch of one prompt")
+            raise GenerationError(f"streaming needs a batch of one prompt, got {batch}; decode the prompts one by one")
         self.streamer = streamer
 
     def put(self, tokens) -> None:
@@ -219,13 +239,14 @@ class _Streams:
 
 
 def _start(target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer):
-    """What both decoding loops check and set up: the prompt's length against the context, the stop
-    rules, the seeded generator, the rows without their padding, and the streamer (fed the first
-    prompt first, as HF streamers expect)."""
-    _check_prompt(target, input_ids, max_new_tokens)
+    """What both decoding loops check and set up: the lengths (the prompts' against the context),
+    the rows without their padding, the stop rules, the seeded generator, and the streamer (fed the
+    first prompt first, as HF streamers expect). Bad arguments raise GenerationError."""
+    _check_lengths(input_ids, max_new_tokens)
+    rows = _rows(input_ids.to(target.device), attention_mask)
+    _check_context(target, rows, max_new_tokens)
     stopper = Stopper(target, max_new_tokens, eos_token_id, stop_strings)
     gen = None if sampling.greedy else make_generator(target.device, seed)
-    rows = _rows(input_ids.to(target.device), attention_mask)
     streams = _Streams(streamer, len(rows))
     if streamer is not None:
         streams.put(rows[0][0].cpu())
@@ -246,7 +267,11 @@ def plain_generate(
     attention_mask: torch.Tensor | None = None,
     streamer=None,
 ) -> GenerateOutput:
-    """Plain decoding with the same Target calls, one token per forward: the reference."""
+    """Plain decoding with the same Target calls, one token per forward: the reference.
+
+    Takes and returns what `SpeculativeGenerator.generate` does (HF generate's layout; GenerationError
+    on bad arguments); each row decodes alone.
+    """
     sampling = Sampling(temperature, top_k, top_p)
     stopper, gen, rows, streams = _start(
         target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer
@@ -271,7 +296,7 @@ def plain_generate(
     streams.end()
     seconds = time.perf_counter() - start
     return GenerateOutput(
-        _pack(rows, news, _pad_id(target)), [], seconds, sum(map(len, news)), reasons, [len(n) for n in news]
+        _pack(input_ids, news, _pad_id(target)), [], seconds, sum(map(len, news)), reasons, [len(n) for n in news]
     )
 
 
@@ -368,7 +393,11 @@ class SpeculativeGenerator:
     ) -> GenerateOutput:
         """Decode the rows of input_ids (B, T) together; returns sequences and acceptance statistics.
 
-        attention_mask (B, T) marks padding (left or right) to strip from ragged prompts.
+        attention_mask (B, T) marks padding (left or right): each row decodes its own tokens only.
+        out.sequences is HF generate's layout: input_ids exactly as given, then each row's new tokens
+        (out.new_lengths[b] of them) right-padded with the pad id, so out.sequences[:, T:] are the new tokens.
+        Bad arguments (temperature < 0, top_p outside (0, 1], top_k < 0, max_new_tokens < 1, a
+        prompt that with max_new_tokens overruns the target's context) raise GenerationError.
         acceptance="typical" is Medusa's typical acceptance: LOSSY, the output no longer follows
         the target's distribution (at temperature 0 it is greedy, hence exact).
         profile=True times each phase (draft, target forward, accept, commit) into out.timings,
@@ -376,7 +405,7 @@ class SpeculativeGenerator:
         """
         sampling = Sampling(temperature, top_k, top_p)
         if acceptance not in ACCEPTANCE_MODES:
-            raise ValueError(f"acceptance must be one of {ACCEPTANCE_MODES}, got {acceptance!r}")
+            raise GenerationError(f"acceptance must be one of {ACCEPTANCE_MODES} (typical is lossy), got {acceptance!r}")
         stopper, gen, prompts, streams = _start(
             self.target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer
         )
@@ -395,7 +424,7 @@ class SpeculativeGenerator:
             out.new_lengths.append(row.keep)
             if record_steps:
                 out.steps.append(row.trace)
-        out.sequences = _pack(prompts, [row.new[: row.keep] for row in rows], _pad_id(self.target))
+        out.sequences = _pack(input_ids, [row.new[: row.keep] for row in rows], _pad_id(self.target))
         out.new_tokens = sum(out.new_lengths)
         return out
 

