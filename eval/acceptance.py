@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from headstart.decode.verify import acceptance_length
+
 
 def acceptance_stats(accepted_per_step: list[int], depth: int, drafted_nodes: int | None = None) -> dict:
     """τ, acceptance per depth (≥ d drafts accepted), conditional rates and the histogram.
@@ -39,7 +41,7 @@ def acceptance_stats(accepted_per_step: list[int], depth: int, drafted_nodes: in
     return {
         "steps": steps,
         "accepted_drafts": accepted,
-        "tau": (accepted + steps) / steps if steps else 1.0,
+        "tau": acceptance_length(accepted_per_step),
         "acceptance_per_depth": per_depth,
         "conditional_acceptance": conditional,
         "accepted_histogram": [hist.get(a, 0) for a in range(depth + 1)],

@@ -21,8 +21,10 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.verify import acceptance_length
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
 from headstart.eval.report import format_table, write_outputs
@@ -40,14 +42,6 @@ from headstart.eval.speed import (
 
 SCHEMA_VERSION = 1
 __all__ = ["SCHEMA_VERSION", "evaluate", "format_table"]
-
-
-def encode(tokenizer, messages: list[dict]) -> torch.Tensor:
-    """(1, T) input ids of a conversation, through the target's chat template."""
-    if getattr(tokenizer, "chat_template", None) is None:
-        raise EvalError("the target's tokenizer has no chat template; evaluation prompts are chat conversations")
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return torch.tensor([tokenizer(text, add_special_tokens=False).input_ids])
 
 
 def _named_heads(heads) -> dict:
@@ -73,7 +67,7 @@ def _head_info(label: str, heads) -> dict:
 
 def _warm_up(target, gens: dict, assistant, cfg: EvalConfig, eos: list[int]) -> None:
     """One short decode per method, so that one-time costs do not land on the first prompt."""
-    ids = encode(target.tokenizer, [{"role": "user", "content": "Hello"}])
+    ids = encode_chat(target.tokenizer, [{"role": "user", "content": "Hello"}])
     s = Sampling()
     run_plain(target, ids, 4, s, eos)
     for gen in gens.values():
@@ -152,7 +146,7 @@ def evaluate(
         for i, p in enumerate(prompts):
             messages = list(p.messages)
             for turn in range(1 + len(p.followups)):
-                ids = encode(target.tokenizer, messages).to(target.device)
+                ids = encode_chat(target.tokenizer, messages).to(target.device)
                 s = Sampling(temperature=temperature, seed=cfg.seed + i if temperature > 0 else None)
                 outs = {m: decode_with(m, ids, s) for m in methods}
                 for m in methods:
@@ -232,7 +226,7 @@ def _row(t: float, method: str, p: EvalPrompt, turn: int, d: Decoded, plain: lis
         "turn": turn,
         "new_tokens": len(d.tokens),
         "seconds": d.seconds,
-        "tau": (sum(steps) + len(steps)) / len(steps) if steps else None,
+        "tau": acceptance_length(steps) if steps else None,
         "match": d.tokens == plain if t == 0 else None,
     }
 
@@ -313,7 +307,7 @@ def _per_category(entries, plain_entries, gen) -> dict:
             "turns": len(groups[cat]),
             "tokens_per_s": tokens / seconds if seconds else 0.0,
             "speedup": (tokens / seconds) / (p_tokens / p_seconds) if seconds and p_tokens else None,
-            "tau": (sum(steps) + len(steps)) / len(steps) if gen is not None and steps else None,
+            "tau": acceptance_length(steps) if gen is not None and steps else None,
         }
     return out
 

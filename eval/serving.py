@@ -13,6 +13,9 @@ Conventions, all on the same prompts and the same chain of k:
   acceptance per position d = share of drafts whose first d tokens were all accepted (vLLM's
   `accepted_per_pos[d-1] / drafts`, headstart's `acceptance_per_depth`).
 - output agreement is against vLLM plain: identity is expected in float32, a match rate in bf16.
+headstart predicts with the head as served: the exported folder imported back. They differ for a
+Medusa head with a draft vocabulary, which vLLM 0.32 serves over the full vocabulary (heads/export.py);
+the report then also gives the trained head's acceptance (`acceptance.headstart_as_trained`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,21 @@ from headstart.eval.speed import Sampling, eos_ids, run_plain, run_speculative
 RUNNER = Path(__file__).with_name("vllm_run.py")
 #: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
 SERVED = {"eagle3": (("eagle3", "speculators"), "eagle3"), "medusa": (("vllm-medusa",), "medusa")}
+
+
+#: the report's `conventions`: what each acceptance figure counts (the module doc, in the JSON itself)
+CONVENTIONS = {
+    "drafts": "verification steps that carried drafts (vLLM: spec_decode_num_drafts; headstart: steps)",
+    "draft_tokens": "drafted tokens proposed: k per draft, a chain of k",
+    "accepted": "accepted draft tokens, the bonus (corrected) token not counted",
+    "mean_acceptance_length": "1 + accepted / drafts: tokens per verification step, bonus counted (headstart's tau)",
+    "accepted_per_draft": "accepted / drafts = tau - 1, bonus not counted",
+    "draft_token_acceptance": "accepted / draft_tokens, per drafted token",
+    "acceptance_per_position": "[d-1]: share of drafts whose first d tokens were all accepted",
+    "relative_difference": "(vLLM - headstart) / headstart",
+    "agreement": "outputs identical to vLLM plain token for token: expected in float32, a match rate in bf16",
+    "tokens_per_s": "new tokens / decoding seconds, batch 1, greedy, after one untimed warm-up request",
+}
 
 
 class ServingError(HeadstartError):
@@ -123,24 +141,28 @@ def agreement(outputs: list[list[int]], reference: list[list[int]]) -> dict:
             "mean_agree_prefix": sum(prefixes) / len(prefixes) if prefixes else None}
 
 
-def headstart_side(target, head, prompts: list[list[int]], k: int, max_new_tokens: int, eos: list[int]) -> dict:
-    """headstart's own loop on the prompts: plain, and the head as a chain of k (after a warm-up)."""
+def headstart_side(target, head, prompts: list[list[int]], k: int, max_new_tokens: int, eos: list[int], plain: bool = True) -> dict:
+    """headstart's own loop on the prompts: plainly (unless `plain` is False) and with the head as a
+    chain of k, after a warm-up."""
     gen = chain_generator(target, head, k)
     s = Sampling()
     warm = torch.tensor([prompts[0]], device=target.device)
     run_plain(target, warm, 4, s, eos)
     run_speculative(gen, warm, 4, s, eos)
-    plain, spec = [], []
+    plains, spec = [], []
     for p in prompts:
         ids = torch.tensor([p], device=target.device)
-        plain.append(run_plain(target, ids, max_new_tokens, s, eos))
+        if plain:
+            plains.append(run_plain(target, ids, max_new_tokens, s, eos))
         spec.append(run_speculative(gen, ids, max_new_tokens, s, eos))
     steps = [a for d in spec for a in d.accepted_per_step]
-    return {
-        "plain": {"outputs": [d.tokens for d in plain], "seconds": sum(d.seconds for d in plain)},
+    out = {
         "head": {"outputs": [d.tokens for d in spec], "seconds": sum(d.seconds for d in spec)},
         "acceptance": headstart_acceptance(steps, k),
     }
+    if plain:
+        out["plain"] = {"outputs": [d.tokens for d in plains], "seconds": sum(d.seconds for d in plains)}
+    return out
 
 
 def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
@@ -214,10 +236,10 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
                 output: str | Path | None = None, timeout: float = 1800.0) -> dict:
     """Export the head, serve it in vLLM beside plain and n-gram decoding, decode the same prompts
     with headstart's loop, and write <output>.json and .md (when output is given)."""
+    from headstart.chat import encode_chat
     from headstart.eval.prompts import load_eval_prompts
-    from headstart.eval.run import encode
     from headstart.heads.checkpoint import load_heads
-    from headstart.heads.export import export
+    from headstart.heads.export import export, import_heads
 
     head = load_heads(head_path, target=target)
     if head.kind not in SERVED:
@@ -226,12 +248,16 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
     layout = layout or layouts[0]
     if layout not in layouts:
         raise ServingError(f"a {head.kind} head is served by vLLM from the layouts {', '.join(layouts)}, not {layout!r}")
+    if k < 1 or (head.kind == "medusa" and k > head.options["num_heads"]):
+        most = f" (this Medusa head drafts at most {head.options['num_heads']}: one token per head)" if head.kind == "medusa" else ""
+        raise ServingError(f"k = {k}: give 1 or more draft tokens per step{most}")
     cfg = recipe.eval
-    prompts = [encode(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
+    prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
     dtype = str(target.dtype).removeprefix("torch.")
     eos = eos_ids(target)
     with tempfile.TemporaryDirectory(prefix="headstart-serve-") as tmp:
         folder = export(head_path, target, Path(tmp) / layout, layout, dtype=target.dtype)
+        served = import_heads(folder, target, layout)  # what vLLM serves, as a headstart head
         # The speculators layout needs the method named: without it vLLM 0.32's engine crashes.
         engines = [{"name": "plain", "speculative_config": None},
                    {"name": "head", "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}}]
@@ -243,16 +269,22 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         if log:
             log.parent.mkdir(parents=True, exist_ok=True)
         result = run_vllm(job, timeout=timeout, log=log)
-    ours = headstart_side(target, head, prompts, k, cfg.max_new_tokens, eos)
+    load = round(os.getloadavg()[0], 2)  # other work on the machine slows the timings (several-fold on 2 cores)
+    ours = headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos)
+    trained_vocab, served_vocab = head.options.get("draft_vocab_size"), served.options.get("draft_vocab_size")
     report = {
         "target": {"name": target.name, "dtype": dtype},
-        "head": {"path": str(head_path), "kind": head.kind, "layout": layout, "method": method},
+        "head": {"path": str(head_path), "kind": head.kind, "layout": layout, "method": method,
+                 "draft_vocab_size": trained_vocab, "served_draft_vocab_size": served_vocab},
+        "conventions": CONVENTIONS,
         "prompts": {"files": cfg.prompts, "count": len(prompts), "max_new_tokens": cfg.max_new_tokens},
         "machine": {"threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
                     "avx512_bf16": _has_flag("avx512_bf16"), "torch": torch.__version__, "vllm": result["vllm"],
-                    "python": sys.version.split()[0]},
+                    "python": sys.version.split()[0], "load_average": load},
         **compare(result, ours, k, ngram_engine="ngram" if ngram else None),
     }
+    if trained_vocab != served_vocab:  # the trained head, for what serving it over the full vocabulary costs
+        report["acceptance"]["headstart_as_trained"] = headstart_side(target, head, prompts, k, cfg.max_new_tokens, eos, plain=False)["acceptance"]
     report = round_floats(report)
     if output:
         out = Path(output)
@@ -298,6 +330,12 @@ def format_serving(report: dict) -> str:
         vp = v["acceptance_per_position"][d] if v["acceptance_per_position"] and d < len(v["acceptance_per_position"]) else None
         hp = h["acceptance_per_position"][d] if h["acceptance_per_position"] else None
         lines.append(f"| position {d + 1}: share of drafts accepted this far | {_f(vp)} | {_f(hp)} | |")
+    trained = acc.get("headstart_as_trained")
+    if trained:
+        lines += ["", f"vLLM serves this head over the full vocabulary (its draft vocabulary of {report['head']['draft_vocab_size']} "
+                  f"tokens cannot be loaded by vLLM's Medusa); headstart's prediction above is for that served head. The head as "
+                  f"trained: mean acceptance length {_f(trained['mean_acceptance_length'])}, draft-token acceptance "
+                  f"{_f(trained['draft_token_acceptance'])}."]
     names = {"vllm_plain": "vLLM plain", "vllm_head": f"vLLM + head (k = {k})", "vllm_ngram": f"vLLM n-gram (k = {k})",
              "headstart_plain": "headstart plain loop", "headstart_head": f"headstart + head (chain of {k})"}
     lines += ["", "| decoding | tokens | seconds | tokens/s | vs vLLM plain |", "|---|---|---|---|---|"]
@@ -311,6 +349,9 @@ def format_serving(report: dict) -> str:
                       ("headstart_head_vs_vllm_plain", "headstart + head")):
         a = report["agreement"][key]
         lines.append(f"| {name} | {a['matched']}/{a['of']} | {_f(a['mean_agree_prefix'], '{:.1f}')} |")
+    lines += ["", "Conventions: a draft is one verification step carrying k drafted tokens; accepted drafted tokens exclude "
+              "the bonus token; mean acceptance length = 1 + accepted / drafts (bonus counted, headstart's τ); position d = "
+              "share of drafts whose first d tokens were all accepted; relative difference = (vLLM − headstart) / headstart."]
     if report["target"]["dtype"] != "float32":
         lines += ["", f"In {report['target']['dtype']} outputs may differ from plain decoding by rounding (near-ties flip); "
                   "in float32 they are identical (tests/test_vllm.py)."]

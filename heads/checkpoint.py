@@ -19,6 +19,7 @@ from pathlib import Path
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterError, load_adapter, save_adapter
 from headstart.errors import HeadstartError
 from headstart.files import sha256_file, write_json, write_safetensors
 from headstart.heads.options import HeadOptionsError, check_head_config
@@ -26,9 +27,6 @@ from headstart.heads.options import HeadOptionsError, check_head_config
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-# Medusa-2: the LoRA adapter trained with the heads, beside them, under PEFT's file names
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 #: config.json's key for {weights file name: SHA-256 hex digest}
 CHECKSUMS = "sha256"
 
@@ -59,8 +57,6 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     if target is not None and getattr(target, "adapter", None):
         # Medusa-2: the LoRA adapter the heads were trained with goes beside them (PEFT's files);
         # loading the head puts it back on the target, which then verifies as the adapted model.
-        from headstart.train.joint import save_adapter
-
         config["adapter"] = save_adapter(target, folder)
         checksums[ADAPTER_WEIGHTS] = sha256_file(folder / ADAPTER_WEIGHTS)
     config[CHECKSUMS] = checksums
@@ -324,8 +320,6 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
     heads.load_state_dict(state, strict=True)
     heads.target_info = config["target"]
     if config.get("adapter"):  # Medusa-2: the target verifies as the adapted model from here on
-        from headstart.train.joint import AdapterError, load_adapter
-
         verify_checksum(folder, config, ADAPTER_WEIGHTS)
         try:
             load_adapter(target, folder)

@@ -28,13 +28,7 @@ from headstart.decode.tree import (
     grow_tree,
     select_dynamic_tree,
 )
-
-
-def float_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(Q, K) bool pattern -> (1, 1, Q, K) additive mask: 0 where allowed, the dtype's minimum elsewhere."""
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask[None, None]
+from headstart.target import float_mask
 
 
 def causal_mask(t: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -125,6 +119,11 @@ class FeatureHead(nn.Module):
 
     dynamic = True
     needs_features = True
+
+    @classmethod
+    def layers_for(cls, target, **options) -> tuple[int, ...]:
+        """The target layers a head built with `options` reads besides the last hidden state."""
+        return cls.feature_layers
 
     @classmethod
     def from_config(cls, options: dict, target):

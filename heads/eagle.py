@@ -57,9 +57,9 @@ class EagleHead(FeatureHead):
         self.layer.input_layernorm = nn.Identity()  # EAGLE: the fused input is not normed again
         self.rotary = Rotary(type(target.base.rotary_emb), cfg)
         self.register_buffer("draft_ids", torch.arange(draft_size(options), dtype=torch.long))
-        # The target's embedding and lm_head, frozen and shared: a tuple keeps them out of the
+        # The target's embedding, lm_head and softcapping, frozen and shared: a tuple keeps them out of the
         # module registry, so they are never trained, moved or saved with the head.
-        self._shared = (target.embed_tokens, target.lm_head, getattr(target.config, "final_logit_softcapping", None))
+        self._shared = (target.embed_tokens, target.lm_head, target.softcap)
         self._rows = WeightRows()  # the target lm_head's rows of the draft vocabulary
         self._drafter = FeatureDrafter(self)
 
@@ -92,13 +92,13 @@ class EagleHead(FeatureHead):
 
     def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., D) features -> (..., N) logits over the draft vocabulary, with the target's softcap."""
-        lm_head, cap = self._shared[1], self._shared[2]
+        lm_head, softcap = self._shared[1], self._shared[2]
         if self.options.get("draft_vocab_size") is None:
             logits = lm_head(h.to(lm_head.weight.dtype))  # a module call: ZeRO-3 gathers around it
         else:
             w = self._rows(lm_head.weight, self.draft_ids)
             logits = F.linear(h.to(w.dtype), w)
-        return torch.tanh(logits / cap) * cap if cap else logits
+        return softcap(logits)
 
     def draft_index(self, ids: torch.Tensor) -> torch.Tensor:
         """Target ids -> index in the draft vocabulary, -1 outside it."""

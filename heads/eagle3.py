@@ -22,19 +22,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.tree import DynamicTreeSpec
-from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary, float_mask
+from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary
 from headstart.heads.eagle import check_architecture
 from headstart.heads.medusa import simulated_accept_length
 from headstart.heads.options import check_feature_layers, draft_size, draft_vocab_size
-from headstart.target import WeightRows
+from headstart.target import WeightRows, float_mask
 
 
-def llama_draft_config(target_config, hidden_act: str = "silu"):
-    """The LlamaConfig of an EAGLE-3 draft layer for a target of any family (the served shape)."""
+def llama_draft_config(target_config, hidden_act: str = "silu", rope: dict | None = None):
+    """The LlamaConfig of an EAGLE-3 draft layer for a target of any family (the served shape);
+    `rope`: the draft's own rope_parameters (an imported draft's), default the target's."""
     from transformers import LlamaConfig
 
     c = target_config
-    rope = getattr(c, "rope_parameters", None) or {}
+    rope = rope or getattr(c, "rope_parameters", None) or {}
     if "full_attention" in rope:  # per-layer-type rope (Gemma3): the draft layer is full attention
         rope = rope["full_attention"]
     rope = dict(rope) if rope else {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)}
@@ -88,7 +89,7 @@ class Eagle3Head(FeatureHead):
         n = draft_size(options)
         from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
-        cfg = llama_draft_config(target.config)
+        cfg = llama_draft_config(target.config, rope=options.get("rope_parameters"))
         self.draft_config = cfg
         self.fc = nn.Linear(3 * d, d, bias=False)
         self.midlayer = LlamaDecoderLayer(cfg, layer_idx=0)
@@ -107,6 +108,14 @@ class Eagle3Head(FeatureHead):
         self._drafter = FeatureDrafter(self)
 
     @classmethod
+    def layers_for(cls, target, feature_layers: list[int] | None = None, **options) -> tuple[int, ...]:
+        """The three target layers a head built with `feature_layers` reads (default: the target's
+        low, middle and high layers), checked."""
+        layers = list(feature_layers or target.default_feature_layers())
+        check_feature_layers(layers, target.num_layers)
+        return tuple(layers)
+
+    @classmethod
     def build(
         cls,
         target,
@@ -119,7 +128,7 @@ class Eagle3Head(FeatureHead):
             "hidden_size": target.hidden_size,
             "vocab_size": target.vocab_size,
             "draft_vocab_size": draft_vocab_size(target, draft_vocab),
-            "feature_layers": list(feature_layers or target.default_feature_layers()),
+            "feature_layers": list(cls.layers_for(target, feature_layers)),
             "model_type": target.config.model_type,
             "tree": dict(tree or vars(DynamicTreeSpec())),
         }
@@ -171,10 +180,7 @@ class Eagle3Head(FeatureHead):
             target_logits = target.logits(out.hidden)  # (B, T, V)
         else:  # (B, T, N) the target's logits over the draft vocabulary, from a copy of its rows
             w = self._target_rows(target.lm_head.weight, self.draft_ids)
-            target_logits = F.linear(out.hidden.to(w.dtype), w)
-            cap = getattr(target.config, "final_logit_softcapping", None)
-            if cap:
-                target_logits = torch.tanh(target_logits / cap) * cap
+            target_logits = target.softcap(F.linear(out.hidden.to(w.dtype), w))
         return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.ttt_steps, cfg.loss_decay)
 
     def loss(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +35,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from headstart.errors import HeadstartError
 from headstart.files import replace_refusal, sha256_file, staged_folder, write_json, write_safetensors
 from headstart.heads.checkpoint import (
-    ADAPTER_CONFIG,
-    ADAPTER_WEIGHTS,
     CHECKSUMS,
     CONFIG_NAME,
     WEIGHTS_NAME,
@@ -60,11 +60,13 @@ class ExportError(HeadstartError):
 
 @dataclass
 class Exported:
-    """A layout's files for one head: config.json's content and the tensors of one weights file."""
+    """A layout's files for one head: config.json's content and the tensors of one weights file
+    (`torch_copy`: the same tensors also written with torch.save, for loaders that read only that)."""
 
     config: dict
     tensors: dict[str, torch.Tensor]
     weights_name: str = WEIGHTS_NAME
+    torch_copy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,17 @@ def _required_headstart(config: dict) -> list[str]:
 #   lm_heads.0.weight                      the one projection all heads share when
 #                                           config.original_lm_head is true
 #   token_map                              draft index -> target token id (int64), read only when
-#                                           truncated_vocab_size < vocab_size
-# A draft vocabulary maps one to one onto vLLM's truncated vocabulary: token_map is our
-# `draft_ids`, and vLLM scatters the truncated logits into the full vocabulary (-inf elsewhere),
-# exactly as our heads rank only draft tokens. A head that shares the target's lm_head gets the
-# target's rows of its draft vocabulary written once, as lm_heads.0.weight with
-# original_lm_head=true (vLLM has no way to point a Medusa draft at the target's lm_head).
+#                                           truncated_vocab_size < vocab_size (never written here)
+# vLLM 0.32 cannot load a truncated vocabulary: its load_weights sets token_map but never reports it
+# loaded, and the engine refuses the checkpoint ("weights were not initialized from checkpoint:
+# {'token_map'}"). So every head is written over the full vocabulary (truncated_vocab_size =
+# vocab_size, no token_map), and a head with a draft vocabulary becomes the head that ranks every
+# token: a head sharing the target's lm_head gets the target's whole lm_head (its rows of the draft
+# tokens are the ones it ranked, exactly; the others now compete too), a head with its own
+# projections gets its rows for the draft tokens and the target's rows for the others. What vLLM
+# serves is then this full-vocabulary head, which importing the folder gives back (`headstart
+# serve-check` predicts with it). A head sharing the target's lm_head is written once, as
+# lm_heads.0.weight with original_lm_head=true (vLLM cannot point a Medusa draft at the target's).
 
 VLLM_MEDUSA_CONFIG_KEYS = (
     "architectures",
@@ -140,22 +147,30 @@ def _target_rows(target, draft_ids: torch.Tensor | None) -> torch.Tensor:
     return rows.contiguous().cpu()
 
 
+def _full_vocab_rows(rows: torch.Tensor, draft: torch.Tensor | None, target) -> torch.Tensor:
+    """(V, D) projection of a head's own (N, D) rows: the target's rows outside the draft vocabulary."""
+    if draft is None:
+        return rows
+    full = _target_rows(target, None).to(rows.dtype).clone()
+    full[draft.to(torch.long)] = rows
+    return full
+
+
 def _build_vllm_medusa(config: dict, state: dict, target) -> Exported:
     head = config["head"]
     k, n_layers, shared = head["num_heads"], head["num_layers"], head["shared_lm_head"]
     draft = _draft_ids(config, state)
+    dtype = state["blocks.0.0.linear.weight"].dtype
     tensors: dict[str, torch.Tensor] = {}
     for h in range(k):
         for layer in range(n_layers):
             tensors[f"blocks.{h}.layers.{layer}.weight"] = state[f"blocks.{h}.{layer}.linear.weight"]
             tensors[f"blocks.{h}.layers.{layer}.bias"] = state[f"blocks.{h}.{layer}.linear.bias"]
     if shared:
-        tensors["lm_heads.0.weight"] = _target_rows(target, draft).to(state["blocks.0.0.linear.weight"].dtype)
+        tensors["lm_heads.0.weight"] = _target_rows(target, None).to(dtype)
     else:
         for h in range(k):
-            tensors[f"lm_heads.{h}.weight"] = state[f"lm_heads.{h}.weight"]
-    if draft is not None:
-        tensors["token_map"] = draft.to(torch.int64)
+            tensors[f"lm_heads.{h}.weight"] = _full_vocab_rows(state[f"lm_heads.{h}.weight"], draft, target)
     info = config["target"] or {}
     out = {
         "architectures": ["MedusaModel"],
@@ -166,32 +181,44 @@ def _build_vllm_medusa(config: dict, state: dict, target) -> Exported:
         "num_hidden_layers": n_layers,
         "max_paths": 64,
         "topk": 10,
-        "truncated_vocab_size": int(draft.numel()) if draft is not None else config["vocab_size"],
+        "truncated_vocab_size": config["vocab_size"],  # see above: vLLM 0.32 loads no token_map
         "medusa_fc_bias": True,
         "original_lm_head": bool(shared),
         "max_position_embeddings": info.get("max_position_embeddings"),
         "base_model_name_or_path": info.get("name_or_path"),
         "torch_dtype": str(tensors["blocks.0.layers.0.weight"].dtype).removeprefix("torch."),
-        # Our own config, so that importing the folder back restores every option (tree, accuracy).
-        "headstart": config,
+        # Our own config, so that importing the folder back restores every option (tree, accuracy),
+        # less the draft vocabulary, which the served head no longer has.
+        "headstart": _without_draft_vocab(config),
     }
     return Exported(out, tensors)
+
+
+def _without_draft_vocab(config: dict) -> dict:
+    """Our config of the full-vocabulary head vLLM serves: no draft vocabulary, and no accuracy
+    table when there was one (it was measured over the draft vocabulary)."""
+    if not config["head"].get("draft_vocab_size"):
+        return config
+    head = {k: v for k, v in config["head"].items() if k != "accuracy"}
+    return {**config, "head": {**head, "draft_vocab_size": None}}
 
 
 def vllm_medusa_names(config: dict) -> list[str]:
     """The tensor names vLLM's Medusa loader reads for an exported config."""
     k, n_layers = config["num_heads"], config["num_hidden_layers"]
     names = [f"blocks.{h}.layers.{layer}.{p}" for h in range(k) for layer in range(n_layers) for p in ("weight", "bias")]
-    names += ["lm_heads.0.weight"] if config["original_lm_head"] else [f"lm_heads.{h}.weight" for h in range(k)]
-    if config["truncated_vocab_size"] < config["vocab_size"]:
-        names.append("token_map")
-    return names
+    return names + (["lm_heads.0.weight"] if config["original_lm_head"] else [f"lm_heads.{h}.weight" for h in range(k)])
 
 
 # ---------------------------------------------------------------------------------------------
 # medusa: FasterDecoding/Medusa's own files (config.json with medusa_num_heads, medusa_num_layers,
-# base_model_name_or_path; medusa_lm_head.safetensors with `{h}.{l}.linear.weight/.bias` and the
-# head's lm_head `{h}.{num_layers}.weight` over the full vocabulary). TGI and TensorRT-LLM read it.
+# base_model_name_or_path; the state dict of its `medusa_head` ModuleList: `{h}.{l}.linear.weight/.bias`
+# and the head's lm_head `{h}.{num_layers}.weight` over the full vocabulary). Its training script
+# writes medusa_lm_head.safetensors (TGI reads that name) while its loaders (MedusaModel.from_pretrained)
+# read only medusa_lm_head.pt with torch.load: both are written, the .pt with torch.save of the plain
+# state dict of tensors (twice the disk; headstart itself reads a .pt only with weights_only=True).
+# Its loader sets medusa_num_heads to 5 whatever the uploaded config.json says (they say 2), so the
+# importer counts heads and layers from the tensor names, not from the config.
 
 MEDUSA_WEIGHTS = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
 
@@ -226,7 +253,7 @@ def _build_medusa(config: dict, state: dict, target) -> Exported:
         "max_position_embeddings": info.get("max_position_embeddings"),
         "headstart": config,
     }
-    return Exported(out, tensors, weights_name=MEDUSA_WEIGHTS[0])
+    return Exported(out, tensors, weights_name=MEDUSA_WEIGHTS[0], torch_copy=MEDUSA_WEIGHTS[1])
 
 
 def medusa_names(config: dict) -> list[str]:
@@ -246,7 +273,8 @@ LAYOUTS: dict[str, Layout] = {
         kinds=("medusa",),
         build=_build_vllm_medusa,
         required=vllm_medusa_names,
-        needs_target=lambda config: bool(config["head"]["shared_lm_head"]),
+        # a shared lm_head's rows, or the target's rows outside a draft vocabulary
+        needs_target=lambda config: bool(config["head"]["shared_lm_head"] or config["head"].get("draft_vocab_size")),
         config_keys=VLLM_MEDUSA_CONFIG_KEYS,
         description="vLLM's Medusa draft model (speculative_config method 'medusa')",
     ),
@@ -367,6 +395,8 @@ def export(
     _check_exported(out, lay, layout)
     with staged_folder(folder, written_by=f"headstart export --layout {layout}") as tmp:
         checksums = {out.weights_name: write_safetensors(tmp / out.weights_name, out.tensors, {"format": "pt", "layout": layout})}
+        if out.torch_copy:
+            torch.save({k: v.detach().contiguous().cpu() for k, v in out.tensors.items()}, tmp / out.torch_copy)
         for path in copied:
             shutil.copyfile(path, tmp / path.name)
         if copied:
@@ -527,7 +557,7 @@ def _import_vllm_medusa(folder: Path, target):
 
 
 def _import_medusa(folder: Path, target):
-    config = _read_json(folder / CONFIG_NAME, ("medusa_num_heads", "medusa_num_layers"))
+    config = _read_json(folder / CONFIG_NAME, ())
     safetensors_path, pt_path = (folder / name for name in MEDUSA_WEIGHTS)
     if safetensors_path.is_file():
         state = _read_safetensors(safetensors_path)
@@ -538,9 +568,9 @@ def _import_medusa(folder: Path, target):
     prefix = "medusa_head."
     if state and all(name.startswith(prefix) for name in state):
         state = {name[len(prefix) :]: t for name, t in state.items()}
-    k, n_layers = config["medusa_num_heads"], config["medusa_num_layers"]
-    d, v = target.hidden_size, target.vocab_size
     where = safetensors_path if safetensors_path.is_file() else pt_path
+    k, n_layers = _medusa_counts(state, config, where)
+    d, v = target.hidden_size, target.vocab_size
     blocks = [
         [
             (
@@ -555,6 +585,25 @@ def _import_medusa(folder: Path, target):
     lm_heads = [_tensor(state, f"{h}.{n_layers}.weight", (v, d), where) if f"{h}.{n_layers}.weight" in state else None for h in range(k)]
     info = {"name_or_path": config.get("base_model_name_or_path"), "max_position_embeddings": config.get("max_position_embeddings")}
     return _medusa_heads(target, k, n_layers, blocks, lm_heads, None, info)
+
+
+def _medusa_counts(state: dict, config: dict, where: Path) -> tuple[int, int]:
+    """(heads, layers) of an official Medusa state dict, counted from its `{h}.{l}.linear.weight`
+    names: FasterDecoding's uploaded configs say medusa_num_heads 2 while the files hold 5 heads."""
+    blocks = [name.split(".")[:2] for name in state if name.endswith(".linear.weight")]
+    pairs = {(int(h), int(layer)) for h, layer in blocks if h.isdigit() and layer.isdigit()}
+    k = len({h for h, _ in pairs})
+    n_layers = len({layer for h, layer in pairs if h == 0})
+    if not k or pairs != {(h, layer) for h in range(k) for layer in range(n_layers)}:
+        raise CheckpointError(
+            f"{where}: expected Medusa blocks named '{{head}}.{{layer}}.linear.weight' for heads 0..K-1 and layers "
+            f"0..L-1; found {sorted(pairs)[:6]}. It is not a FasterDecoding/Medusa head file."
+        )
+    said = (config.get("medusa_num_heads"), config.get("medusa_num_layers"))
+    if said != (k, n_layers):
+        warnings.warn(f"{where.parent / CONFIG_NAME} says medusa_num_heads={said[0]}, medusa_num_layers={said[1]}; "
+                      f"the weights hold {k} heads of {n_layers} layers, which are imported", stacklevel=3)
+    return k, n_layers
 
 
 def _check_shapes(hidden: int, vocab: int, target, folder: Path) -> None:
@@ -590,7 +639,11 @@ def detect_layout(folder: str | Path) -> str:
     if "medusa_num_heads" in config or any((folder / n).is_file() for n in MEDUSA_WEIGHTS):
         return "medusa"
     if config.get("num_hidden_layers") == 1 and any((folder / n).is_file() for n in (WEIGHTS_NAME, "pytorch_model.bin")):
-        return "eagle"  # the official EAGLE-1 layout: a one-layer LlamaConfig and its weights
+        # A one-layer LlamaConfig: official EAGLE-1, or EAGLE-3 (EAGLE's traineagle3/config.json says
+        # LlamaForCausalLM too): the weights tell them apart.
+        from headstart.heads.export_eagle import eagle_layout
+
+        return eagle_layout(folder, config)
     raise CheckpointError(
         f"{folder}: cannot tell which layout this is (config keys: {sorted(config)[:8]}); pass layout= "
         f"one of {sorted(IMPORTERS)}"

@@ -150,10 +150,12 @@ def _from_sglang_ids(ids: list[int]) -> list[int]:
 # export
 
 
-def _draft_layer_config(target):
+def _draft_layer_config(target, rope: dict | None = None):
+    """The draft layer's LlamaConfig: the target's shapes, and `rope` (the head's own
+    rope_parameters, kept by an imported head) or else the target's."""
     from headstart.heads.eagle3 import llama_draft_config
 
-    return llama_draft_config(target.config)
+    return llama_draft_config(target.config, rope=rope)
 
 
 def _rope_fields(cfg) -> tuple[float, dict | None]:
@@ -186,8 +188,8 @@ def _layer_fields(cfg) -> dict:
 
 
 def _eagle3_tensors(config: dict, state: dict, target, prefix: str) -> tuple[dict, dict[str, torch.Tensor]]:
-    cfg = _draft_layer_config(target)
     head = config["head"]
+    cfg = _draft_layer_config(target, head.get("rope_parameters"))
     d, v = config["hidden_size"], config["vocab_size"]
     n = head.get("draft_vocab_size") or v
     fields = _layer_fields(cfg)
@@ -336,14 +338,75 @@ def _check_layer(fields: dict, target, folder: Path) -> None:
             f"{folder}: the draft layer does not fit the one headstart builds for {target.name!r} "
             f"(file, expected): {bad}"
         )
-    soft = {k: (fields.get(k), ours[k]) for k in ("rms_norm_eps", "rope_theta", "max_position_embeddings")}
-    soft["rope_scaling"] = (fields.get("rope_scaling"), ours["rope_scaling"])
+    soft = {k: (fields.get(k), ours[k]) for k in ("rms_norm_eps", "max_position_embeddings")}
     differ = {k: pair for k, pair in soft.items() if k in fields and pair[0] != pair[1]}
     if differ:
         warnings.warn(
             f"{folder}: the draft config differs from the target's in {differ} (file, target); "
             f"the imported head uses the target's values",
             stacklevel=3,
+        )
+
+
+def draft_rope(fields: dict) -> dict:
+    """The draft layer's own RoPE as transformers' rope_parameters. A config without rope_theta
+    means base 10000: the official EAGLE-3 code (cnets.py) and SpecForge build their rotary
+    embedding with that default, so their Llama-3.1 drafts were trained, and are served, with it."""
+    if fields.get("rope_parameters"):
+        return dict(fields["rope_parameters"])
+    rope = {"rope_type": "default", "rope_theta": float(fields.get("rope_theta") or 10000.0)}
+    scaling = dict(fields.get("rope_scaling") or {})
+    if scaling:
+        kind = scaling.pop("rope_type", None) or scaling.pop("type", None) or "default"
+        scaling.pop("type", None)
+        rope.update(scaling, rope_type=kind)
+    return rope
+
+
+def _same_rope(a: dict, b: dict) -> bool:
+    def norm(r: dict) -> dict:
+        return {k: float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in r.items()}
+
+    return norm(a) == norm(b)
+
+
+def _rope_option(fields: dict, target, folder: Path) -> dict:
+    """{"rope_parameters": the draft's own} when it differs from the target's (with a warning), else {}."""
+    own, targets = draft_rope(fields), dict(_draft_layer_config(target).rope_parameters)
+    if _same_rope(own, targets):
+        return {}
+    warnings.warn(
+        f"{folder}: the draft's RoPE {own} differs from the target's {targets}; the head keeps its own "
+        f"(it was trained with it, and vLLM and SGLang serve it with the draft config's RoPE)",
+        stacklevel=3,
+    )
+    return {"rope_parameters": own}
+
+
+#: normalisations headstart's EAGLE-3 layer does not have, and what each does (the engines' names)
+NORM_VARIANTS = {
+    "fc_norm": "an RMSNorm on each of the three feature chunks before fc (SpecForge's EAGLE-3.1)",
+    "norm_before_fc": "one RMSNorm over the 3D features before fc",
+    "norm_output": "the normed output fed to the next draft step (vLLM's reading)",
+    "norm_before_residual": "the normed features as the draft layer's residual",
+}
+
+
+def _refuse_norm_variants(config: dict, fields: dict, folder: Path, residual_default: bool) -> None:
+    """Refuse a draft whose config turns on a normalisation our layer lacks: dropped, every draft changes."""
+    nested = config.get("eagle_config") or {}
+    found = {}
+    for key in NORM_VARIANTS:
+        default = residual_default if key == "norm_before_residual" else False
+        value = nested.get(key, config.get(key, fields.get(key, default)))
+        if value:
+            found[key] = value
+    if found:
+        raise CheckpointError(
+            f"{folder}: this EAGLE-3 draft uses {', '.join(f'{k}={v!r} ({NORM_VARIANTS[k]})' for k, v in found.items())}; "
+            f"headstart's EAGLE-3 layer has no such normalisation, and importing it without would change every "
+            f"draft. Serve this draft with vLLM or SGLang directly (they read these fields), or train a head "
+            f"with headstart."
         )
 
 
@@ -354,8 +417,7 @@ def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefi
     ours = config.get("headstart") or {}
     _check_shapes(config.get("target_hidden_size") or fields["hidden_size"], fields["vocab_size"], target, folder)
     _check_layer(fields, target, folder)
-    weights = folder / WEIGHTS_NAME
-    state = _read_safetensors(weights)
+    weights, state = read_eagle_weights(folder)
     d, v = target.hidden_size, target.vocab_size
     n = int(config.get("draft_vocab_size") or v)
     d2t = state["d2t"].to(torch.long) if "d2t" in state else torch.zeros(n, dtype=torch.long)
@@ -377,16 +439,24 @@ def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefi
         "model_type": target.config.model_type,
         "tree": dict((ours.get("head") or {}).get("tree") or vars(DynamicTreeSpec())),
     }
+    if not ours:  # our own block records the head's rope (rope_parameters) when it has its own
+        options.update(_rope_option(fields, target, folder))
     extra = {k: val for k, val in (ours.get("head") or {}).items() if k not in options}
     options.update(extra)
     head = Eagle3Head(options, target)
     expected = head.state_dict()
     loaded = {"d2t": d2t, "t2d": t2d}
-    for name in expected:
-        if name in loaded:
-            continue
-        source = f"{prefix}.{name[len('midlayer.'):]}" if name.startswith("midlayer.") else name
-        loaded[name] = _tensor(state, source, tuple(expected[name].shape), weights)
+    sources = {name: f"{prefix}.{name[len('midlayer.'):]}" if name.startswith("midlayer.") else name for name in expected}
+    for name, source in sources.items():
+        if name not in loaded:
+            loaded[name] = _tensor(state, source, tuple(expected[name].shape), weights)
+    # the target's embedding (shared), the rotary cache: not the head's. Anything else would be dropped.
+    unused = sorted(k for k in set(state) - set(sources.values()) if k != "embed_tokens.weight" and not k.endswith("inv_freq"))
+    if unused:
+        raise CheckpointError(
+            f"{weights}: holds tensors headstart's EAGLE-3 head has no place for: {unused[:6]}; importing it without "
+            f"them would change its drafts (fc_norm.* / input_norm.*: normalisations before fc that headstart's layer lacks)"
+        )
     dtype = loaded["fc.weight"].dtype
     head.to(dtype)
     head.load_state_dict({k: t.to(dtype) if t.is_floating_point() else t for k, t in loaded.items()}, strict=True)
@@ -396,6 +466,7 @@ def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefi
 
 def _import_eagle3(folder: Path, target):
     config = _read_json(folder / CONFIG_NAME, ("hidden_size", "num_attention_heads", "vocab_size"))
+    _refuse_norm_variants(config, config, folder, residual_default=False)
     info = {"name_or_path": None, "max_position_embeddings": config.get("max_position_embeddings")}
     return _import_eagle3_files(folder, target, config, config, "midlayer", info)
 
@@ -410,11 +481,7 @@ def _import_speculators(folder: Path, target):
     missing = [k for k in ("hidden_size", "num_attention_heads", "vocab_size") if k not in fields]
     if missing:
         raise CheckpointError(f"{folder / CONFIG_NAME}: transformer_layer_config lacks the keys {missing}")
-    if config.get("norm_before_residual", True) or config.get("norm_before_fc") or config.get("fc_norm") or config.get("norm_output"):
-        raise CheckpointError(
-            f"{folder}: this speculator normalises differently (norm_before_residual / norm_before_fc / "
-            f"fc_norm / norm_output); headstart's EAGLE-3 layer keeps the un-normed features as its residual"
-        )
+    _refuse_norm_variants(config, fields, folder, residual_default=True)  # vLLM's speculators reader defaults it to true
     verifier = (config.get("speculators_config") or {}).get("verifier") or {}
     info = {"name_or_path": verifier.get("name_or_path"), "max_position_embeddings": fields.get("max_position_embeddings")}
     return _import_eagle3_files(folder, target, config, fields, "layers.0", info)
@@ -423,8 +490,31 @@ def _import_speculators(folder: Path, target):
 # ---------------------------------------------------------------------------------------------
 # import: official EAGLE-1 (yuhuili/EAGLE-*): config.json (a LlamaConfig) and pytorch_model.bin or
 # model.safetensors with fc.weight, fc.bias, layers.0.* (no input_layernorm), embed_tokens.weight.
+# Official EAGLE-3 releases (yuhuili/EAGLE3-*) ship pytorch_model.bin too, and EAGLE's own
+# traineagle3/config.json says architectures ["LlamaForCausalLM"]: the weights tell the two apart.
 
 EAGLE_WEIGHTS = (WEIGHTS_NAME, "pytorch_model.bin")
+
+
+def read_eagle_weights(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """(file, tensors) of an EAGLE / EAGLE-3 draft: model.safetensors, else pytorch_model.bin (what the
+    official ea_model.py reads first), loaded with torch.load(weights_only=True) only."""
+    paths = [folder / name for name in EAGLE_WEIGHTS if (folder / name).is_file()]
+    if not paths:
+        raise CheckpointError(f"{folder} has neither {EAGLE_WEIGHTS[0]} nor {EAGLE_WEIGHTS[1]}")
+    where = paths[0]
+    state = _read_safetensors(where) if where.suffix == ".safetensors" else _read_torch(where)
+    return where, {k.removeprefix("model."): t for k, t in state.items()}
+
+
+def eagle_layout(folder: Path, config: dict) -> str:
+    """"eagle3" or "eagle" for a one-layer Llama config, from the weights: EAGLE-3 has midlayer.*,
+    d2t / t2d, or an fc reading three target layers (D x 3D; EAGLE-1's reads two, D x 2D)."""
+    _, state = read_eagle_weights(folder)
+    fc = state.get("fc.weight")
+    hidden = config.get("target_hidden_size") or config.get("hidden_size")
+    three = fc is not None and hidden is not None and fc.ndim == 2 and fc.shape[1] == 3 * int(hidden)
+    return "eagle3" if three or "d2t" in state or any(k.startswith("midlayer.") for k in state) else "eagle"
 
 
 def _import_eagle(folder: Path, target):
@@ -434,12 +524,7 @@ def _import_eagle(folder: Path, target):
     _check_shapes(config["hidden_size"], config["vocab_size"], target, folder)
     if config.get("num_hidden_layers", 1) != 1:
         raise CheckpointError(f"{folder}: {config['num_hidden_layers']} draft layers; headstart's EAGLE head has one")
-    paths = [folder / name for name in EAGLE_WEIGHTS if (folder / name).is_file()]
-    if not paths:
-        raise CheckpointError(f"{folder} has neither {EAGLE_WEIGHTS[0]} nor {EAGLE_WEIGHTS[1]}")
-    where = paths[0]
-    state = _read_safetensors(where) if where.suffix == ".safetensors" else _read_torch(where)
-    state = {k.removeprefix("model."): t for k, t in state.items()}
+    where, state = read_eagle_weights(folder)
     if "fc.weight" in state and "fc.bias" not in state:  # EAGLE's fc may be built without a bias
         state["fc.bias"] = torch.zeros(state["fc.weight"].shape[0], dtype=state["fc.weight"].dtype)
     from headstart.decode.tree import DynamicTreeSpec

@@ -17,10 +17,9 @@ import json
 import tempfile
 from pathlib import Path
 
+from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from headstart.errors import HeadstartError
 from headstart.heads.checkpoint import (
-    ADAPTER_CONFIG,
-    ADAPTER_WEIGHTS,
     CHECKSUMS,
     CONFIG_NAME,
     WEIGHTS_NAME,

@@ -93,6 +93,11 @@ class MedusaHeads(nn.Module):
         return heads.to(target.device)
 
     @classmethod
+    def layers_for(cls, target, **options) -> tuple[int, ...]:
+        """The target layers such a head reads besides the last hidden state: none."""
+        return cls.feature_layers
+
+    @classmethod
     def from_config(cls, options: dict, target) -> "MedusaHeads":
         """The shell a checkpoint's weights are loaded into."""
         return cls(options, target.lm_head)

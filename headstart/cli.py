@@ -113,9 +113,9 @@ def cmd_eval(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    import torch
     from transformers import TextStreamer
 
+    from headstart.chat import encode_chat
     from headstart.decode.generate import SpeculativeGenerator
     from headstart.decode.steps import format_steps
     from headstart.heads.checkpoint import load_heads
@@ -125,8 +125,7 @@ def cmd_generate(args) -> int:
     heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
     gen = SpeculativeGenerator(target, heads, tree=args.tree or recipe.decode.tree, tree_size=recipe.decode.tree_size)
     tok = target.tokenizer
-    text = tok.apply_chat_template([{"role": "user", "content": args.prompt}], tokenize=False, add_generation_prompt=True)
-    ids = torch.tensor([tok(text, add_special_tokens=False).input_ids])
+    ids = encode_chat(tok, [{"role": "user", "content": args.prompt}])
     streamer = None if args.show_drafts else TextStreamer(tok, skip_prompt=True, skip_special_tokens=True)
     out = gen.generate(
         ids,
@@ -192,7 +191,7 @@ def cmd_export(args) -> int:
         # checked first, so that a refused --out leaves no merged model behind either.
         from headstart.files import replace_refusal
         from headstart.heads.export import ExportError
-        from headstart.train.joint import save_merged_target
+        from headstart.heads.merged_target import save_merged_target
 
         refusal = args.out and replace_refusal(args.out, args.force, keep=[head])
         if refusal:
@@ -330,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--revision", default=None, help="Hub branch to commit to (created if missing)")
     s = verb("serve-check", cmd_serve_check, "serve a head in vLLM (.venv-vllm, `make vllm`) and compare its acceptance, output and speed with headstart's")
     s.add_argument("--head", required=True, help="head folder (EAGLE-3 or Medusa)")
-    s.add_argument("--k", type=int, default=3, help="draft tokens per step, a chain (vLLM's num_speculative_tokens)")
+    s.add_argument("--k", type=_ranged(int, Bounds(ge=1)), default=3, help="draft tokens per step, a chain (vLLM's num_speculative_tokens; Medusa: at most its heads)")
     s.add_argument("--layout", default=None, help="export layout vLLM loads: eagle3 (default) or speculators for EAGLE-3, vllm-medusa for Medusa")
     s.add_argument("--no-ngram", action="store_true", help="skip vLLM's n-gram proposer")
     s.add_argument("--out", default=None, help="JSON report path (default: serve-check.json beside eval.output); .md beside it")

@@ -69,6 +69,14 @@ def gathered(params):
         yield
 
 
+def float_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(Q, K) or (B, Q, K) bool pattern -> (1 or B, 1, Q, K) additive attention mask: 0 where
+    allowed, the dtype's minimum elsewhere (what HF attention adds to its scores)."""
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[:, None] if mask.ndim == 3 else mask[None, None]
+
+
 class WeightRows:
     """A detached copy of some rows of a frozen weight (the target lm_head's rows of a draft
     vocabulary), made once and remade only when the weight moves, changes dtype or the rows change.
@@ -110,7 +118,7 @@ class Target:
         self.config = model.config
         self.base = model.base_model
         self.layers = self._find_layers()
-        # Medusa-2: LoRA adapters trained with the heads (headstart.train.joint). While set, the
+        # Medusa-2: LoRA adapters trained with the heads (headstart.adapter). While set, the
         # target that decodes and verifies is the adapted model; this records where they came from.
         self.adapter: dict | None = None
 
@@ -236,11 +244,13 @@ class Target:
     # ---- forwards ----
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The target's own output head on hidden states (B, T, D) -> (B, T, V), with softcapping."""
-        logits = self.lm_head(hidden)
+        return self.softcap(self.lm_head(hidden))
+
+    def softcap(self, logits: torch.Tensor) -> torch.Tensor:
+        """The target's final-logit softcapping, cap · tanh(logits / cap) (Gemma 2 and 3), on logits
+        computed from its lm_head rows; logits unchanged for models without one."""
         cap = getattr(self.config, "final_logit_softcapping", None)
-        if cap:
-            logits = torch.tanh(logits / cap) * cap
-        return logits
+        return torch.tanh(logits / cap) * cap if cap else logits
 
     @torch.no_grad()
     def forward(
@@ -338,17 +348,12 @@ class Target:
             windowed = allowed & (key_pos[..., None, :] > query_pos[..., :, None] - window)
         if layer_types and "sliding_attention" in layer_types:
             return {
-                "full_attention": self._float_mask(allowed),
-                "sliding_attention": self._float_mask(windowed if windowed is not None else allowed),
+                "full_attention": float_mask(allowed, self.dtype),
+                "sliding_attention": float_mask(windowed if windowed is not None else allowed, self.dtype),
             }
         if windowed is not None and layer_types is None and self.config.model_type in ("mistral", "mixtral"):
-            return self._float_mask(windowed)
-        return self._float_mask(allowed)
-
-    def _float_mask(self, allowed: torch.Tensor) -> torch.Tensor:
-        mask = torch.zeros(allowed.shape, dtype=self.dtype, device=allowed.device)
-        mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
-        return mask[:, None] if mask.ndim == 3 else mask[None, None]  # (B, 1, Q, K)
+            return float_mask(windowed, self.dtype)
+        return float_mask(allowed, self.dtype)
 
     def new_cache(self):
         """An empty growing cache with a full-length layer per decoder layer (rollback needs them)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 import headstart as hs
+from headstart.chat import encode_chat
 from headstart.config import DistillConfig, TrainConfig
 from headstart.jsonl import read_jsonl
 from headstart.train.data import build_examples, collate
@@ -43,8 +44,7 @@ def bench_distill(target, prompts_file: Path, n: int, new_tokens: int, out_dir: 
     t0 = time.perf_counter()
     plain_tokens = 0
     for p in prompts:
-        text = tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
-        ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
+        ids = encode_chat(tok, [{"role": "user", "content": p}])
         with torch.no_grad():
             out = target.model.generate(ids, max_new_tokens=new_tokens, do_sample=False, pad_token_id=eos, top_k=None)
         new = out[0, ids.shape[1] :].tolist()

@@ -19,15 +19,11 @@ import time
 
 import torch
 
+from headstart.chat import encode_chat
 from headstart.decode.generate import SpeculativeGenerator, plain_generate
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads
 from headstart.target import Target
-
-
-def encode(tok, text: str) -> torch.Tensor:
-    chat = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
-    return torch.tensor([tok(chat, add_special_tokens=False).input_ids])
 
 
 def left_padded(prompts: list[torch.Tensor], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,7 +60,7 @@ def main() -> None:
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
     heads = load_heads(args.head, target=target)
     tok = target.tokenizer
-    prompts = [encode(tok, r.prompt) for r in load_eval_prompts(args.prompts, args.num_prompts)]
+    prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in load_eval_prompts(args.prompts, args.num_prompts)]
     eos = target.model.generation_config.eos_token_id
     n = args.max_new_tokens
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
+from headstart.chat import encode_chat
 from headstart.config import load_recipe
 from headstart.decode.generate import SpeculativeGenerator, greedy_generate
 from headstart.embedded import embedded_target
 from headstart.eval.prompts import load_eval_prompts
-from headstart.eval.run import encode
 from headstart.heads.checkpoint import load_heads
 from headstart.train.trainer import train
 
@@ -69,13 +69,13 @@ def main() -> None:
 
     prompts = load_eval_prompts("data/prompts/eval.jsonl", args.prompts)
     tok = target.tokenizer
-    warm = encode(tok, [{"role": "user", "content": "Hello"}])
+    warm = encode_chat(tok, [{"role": "user", "content": "Hello"}])
     greedy_generate(target, warm, 4)
     for g in gens.values():
         g.generate(warm, 4)
     totals = {name: {"tokens": 0, "seconds": 0.0, "steps": [], "match": 0} for name in ["plain", *gens]}
     for p in prompts:
-        ids = encode(tok, p.messages)
+        ids = encode_chat(tok, p.messages)
         plain = greedy_generate(target, ids, args.max_new_tokens)
         ref = plain.sequences[0].tolist()
         totals["plain"]["tokens"] += plain.new_tokens

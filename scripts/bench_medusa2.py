@@ -21,11 +21,11 @@ from pathlib import Path
 
 import torch
 
+from headstart.chat import encode_chat
 from headstart.config import load_recipe
 from headstart.decode.generate import SpeculativeGenerator, greedy_generate
 from headstart.embedded import embedded_target
 from headstart.eval.prompts import load_eval_prompts
-from headstart.eval.run import encode
 from headstart.heads.checkpoint import load_heads
 from headstart.target import Target
 from headstart.train.trainer import train
@@ -67,7 +67,7 @@ def main() -> None:
         gens[f"Medusa-2 tree{size}"] = (adapted, SpeculativeGenerator(adapted, heads["medusa2"], tree="auto", tree_size=size))
     prompts = load_eval_prompts("data/prompts/eval.jsonl", args.prompts)
     tok = base.tokenizer
-    warm = encode(tok, [{"role": "user", "content": "Hello"}])
+    warm = encode_chat(tok, [{"role": "user", "content": "Hello"}])
     for t in (base, adapted):
         greedy_generate(t, warm, 4)
     for _, g in gens.values():
@@ -76,7 +76,7 @@ def main() -> None:
     totals = {n: {"tokens": 0, "seconds": 0.0, "steps": [], "match": 0} for n in names}
     changed = []
     for p in prompts:
-        ids = encode(tok, p.messages)
+        ids = encode_chat(tok, p.messages)
         refs = {}
         for label, t in (("base", base), ("adapted", adapted)):
             res = greedy_generate(t, ids, args.max_new_tokens)

@@ -136,13 +136,14 @@ def test_flipped_tensor_bytes_are_refused_and_old_configs_still_load(tmp_path):
 
 def test_flipped_adapter_bytes_are_refused(tmp_path):
     """Medusa-2: the adapter weights file saved beside the head is checked too."""
+    from headstart.adapter import adapter_parameters, add_adapter
     from headstart.config import TrainConfig
-    from headstart.train import joint
+    from headstart.train.joint import lora_config
 
     target = tiny_target("llama")
-    joint.add_adapter(target, joint.lora_config(TrainConfig(lora_r=2, lora_alpha=4), target))
+    add_adapter(target, lora_config(TrainConfig(lora_r=2, lora_alpha=4), target))
     with torch.no_grad():
-        for p in joint.adapter_parameters(target):
+        for p in adapter_parameters(target):
             p.add_(torch.randn_like(p) * 0.1)
     hs.heads.build("medusa", target, num_heads=2).save_pretrained(tmp_path / "h", target)
     config = json.loads((tmp_path / "h" / "config.json").read_text())

@@ -4,6 +4,7 @@ import torch
 import headstart as hs
 from headstart.decode.generate import greedy_generate
 from headstart.decode.tree import DraftState, Proposal, TreeError
+from headstart.decode.verify import acceptance_length
 from tests.conftest import tiny_target
 
 TREES = ["chain1", "chain3", "tree8", "tree16", [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 1, 0)]]
@@ -175,3 +176,9 @@ def test_ragged_cache_commits_paths_per_row_and_squeezes_holes_out():
     slots.compact(longest=4)
     assert cache.layers[0].keys[0, 0, :, 0].long().tolist() == [0, 1, 10, 12] and slots.valid.all()
     assert cache.get_seq_length() == slots.length == 4
+
+
+def test_acceptance_length_counts_the_bonus_token():
+    """τ = mean of (accepted + 1) per step, by hand; plain decoding (no step) is 1.0."""
+    assert acceptance_length([0, 2, 3, 1]) == (1 + 3 + 4 + 2) / 4
+    assert acceptance_length([0, 0]) == 1.0 and acceptance_length([]) == 1.0

@@ -9,9 +9,9 @@ import headstart as hs
 from headstart.config import TrainConfig, load_recipe
 from headstart.decode.generate import SpeculativeGenerator, greedy_generate
 from headstart.heads.checkpoint import CheckpointError
-from headstart.heads.drafting import float_mask
 from headstart.heads.eagle import ArchitectureMismatch
 from headstart.heads.eagle3 import ttt_mask
+from headstart.target import float_mask
 from headstart.train.features import batch_features
 from headstart.train.trainer import build_head, train
 from tests.conftest import VOCAB, assert_close, tiny_target

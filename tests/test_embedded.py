@@ -75,9 +75,9 @@ def test_quick_demo_end_to_end(tmp_path):
 def test_medusa2_with_kl_keeps_smollm2_greedy_output(tmp_path, smol32):
     """A short Medusa-2 run on the real SmolLM2 (LoRA on every linear layer, KL to the base model):
     held-out greedy outputs stay the base model's. The adapters are removed afterwards (shared fixture)."""
+    from headstart.adapter import remove_adapter
     from headstart.config import load_recipe
     from headstart.eval.prompts import load_eval_prompts
-    from headstart.train import joint as medusa2
     from headstart.train.trainer import train
 
     recipe = load_recipe(ROOT / "recipes" / "smollm2-135m" / "medusa2.yaml", [
@@ -96,6 +96,6 @@ def test_medusa2_with_kl_keeps_smollm2_greedy_output(tmp_path, smol32):
         after = [greedy_generate(smol32, x, 24).sequences for x in ids]
     finally:
         if smol32.adapter is not None:
-            medusa2._remove_adapter(smol32)
+            remove_adapter(smol32)
     same = sum(torch.equal(a, b) for a, b in zip(after, before))
     assert same == len(ids), f"{len(ids) - same} of {len(ids)} held-out greedy outputs changed"

@@ -12,13 +12,14 @@ import pytest
 import torch
 import transformers as tr
 
+from headstart.chat import encode_chat
 from headstart.cli import main
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import greedy_generate
 from headstart.decode.tree import Proposal
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
-from headstart.eval.run import SCHEMA_VERSION, encode, evaluate
+from headstart.eval.run import SCHEMA_VERSION, evaluate
 from headstart.eval.speed import EvalError, eos_ids
 from headstart.jsonl import DataError
 from headstart.target import Target
@@ -123,7 +124,7 @@ PROMPT = EvalPrompt("p0", "chat", [{"role": "user", "content": "Name a colour."}
 @pytest.fixture(scope="module")
 def oracle_run(target, tmp_path_factory):
     """One prompt, 41 new tokens, three heads with controlled proposals, all on one tree."""
-    ids = encode(target.tokenizer, PROMPT.messages)
+    ids = encode_chat(target.tokenizer, PROMPT.messages)
     cont = greedy_generate(target, ids, 41, eos_token_id=eos_ids(target)).sequences[0, ids.shape[1] :].tolist()
     assert len(cont) == 41, "the tiny target stopped early; pick another prompt"
     n = ids.shape[1]

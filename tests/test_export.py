@@ -85,15 +85,16 @@ def test_vllm_medusa_names_and_config(tmp_path, target):
     ])
     assert config["architectures"] == ["MedusaModel"] and config["model_type"] == "medusa"
     assert (config["hidden_size"], config["vocab_size"], config["num_heads"], config["num_hidden_layers"]) == (32, VOCAB, 2, 1)
-    assert config["truncated_vocab_size"] == 12 and config["medusa_fc_bias"] is True and config["original_lm_head"] is True
+    # vLLM 0.32 loads no token_map: the draft vocabulary is written as the full one
+    assert config["truncated_vocab_size"] == VOCAB and config["medusa_fc_bias"] is True and config["original_lm_head"] is True
     assert config["max_position_embeddings"] == 256 and config["base_model_name_or_path"] == "tiny-llama"
+    assert config["headstart"]["head"]["draft_vocab_size"] is None
     state = load_file(out / "model.safetensors")
     assert sorted(state) == sorted([
         "blocks.0.layers.0.weight", "blocks.0.layers.0.bias", "blocks.1.layers.0.weight", "blocks.1.layers.0.bias",
-        "lm_heads.0.weight", "token_map",
+        "lm_heads.0.weight",
     ])
-    assert state["token_map"].dtype == torch.int64 and torch.equal(state["token_map"], DRAFT)
-    assert torch.equal(state["lm_heads.0.weight"], target.lm_head.weight[DRAFT])  # the target's rows
+    assert torch.equal(state["lm_heads.0.weight"], target.lm_head.weight)  # the target's rows, all of them
 
     own = randomised(hs.heads.build("medusa", target, num_heads=2, num_layers=2, shared_lm_head=False))
     out = export(own, target, tmp_path / "own", "vllm-medusa", dtype=torch.bfloat16)
@@ -110,20 +111,45 @@ def test_vllm_medusa_names_and_config(tmp_path, target):
 def test_official_medusa_names(tmp_path, target):
     heads = randomised(hs.heads.build("medusa", target, num_heads=2, shared_lm_head=False))
     out = export(heads, None, tmp_path / "m", "medusa")  # own lm_heads: the target is not needed
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "config.json", "medusa_lm_head.safetensors"]
-    assert sorted(load_file(out / "medusa_lm_head.safetensors")) == [
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "config.json", "medusa_lm_head.pt", "medusa_lm_head.safetensors"]
+    tensors = load_file(out / "medusa_lm_head.safetensors")
+    assert sorted(tensors) == [
         "0.0.linear.bias", "0.0.linear.weight", "0.1.weight", "1.0.linear.bias", "1.0.linear.weight", "1.1.weight",
     ]
     config = json.loads((out / "config.json").read_text())
     assert (config["medusa_num_heads"], config["medusa_num_layers"], config["base_model_name_or_path"]) == (2, 1, "tiny-llama")
+    # FasterDecoding's MedusaModel.from_pretrained reads medusa_lm_head.pt with torch.load into its
+    # `medusa_head`: a ModuleList of Sequential(ResBlock (.linear), Linear(D, V, bias=False)) per head.
+    pt = torch.load(out / "medusa_lm_head.pt", weights_only=True)
+    assert sorted(pt) == sorted(tensors) and all(torch.equal(pt[k], tensors[k]) for k in tensors)
+    medusa_head = torch.nn.ModuleList(
+        [torch.nn.Sequential(ResBlock(32), torch.nn.Linear(32, VOCAB, bias=False)) for _ in range(2)]
+    )
+    medusa_head.load_state_dict(pt, strict=True)
+    hidden = torch.randn(2, 32)
+    ranked = torch.stack([h(hidden).topk(2, dim=-1).indices for h in medusa_head], dim=1)  # (B, K, 2)
+    tree = tree_from_paths([[0], [1], [0, 0], [0, 1], [1, 0]])  # two heads deep
+    ours = heads.propose(DraftState(hidden=hidden, root=torch.zeros(2, dtype=torch.long)), tree).tokens
+    assert torch.equal(ranked[:, tree.depth[1:] - 1, tree.choice[1:]], ours)
+
+
+class ResBlock(torch.nn.Module):
+    """The shape of FasterDecoding/Medusa's residual block (x + SiLU(linear(x))), for its state dict names."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + F.silu(self.linear(x))
 
 
 # ---- round trips: identical proposals and outputs ----------------------------------------------
 
 
 @pytest.mark.parametrize("layout,options", [
-    ("vllm-medusa", dict(num_heads=3, num_layers=2, draft_vocab=DRAFT)),
-    ("vllm-medusa", dict(num_heads=3, shared_lm_head=False, draft_vocab=DRAFT)),
+    ("vllm-medusa", dict(num_heads=3, num_layers=2)),
+    ("vllm-medusa", dict(num_heads=3, shared_lm_head=False)),
     ("vllm-medusa", dict(num_heads=3)),
     ("medusa", dict(num_heads=3, shared_lm_head=False)),
     ("headstart", dict(num_heads=3, draft_vocab=DRAFT)),
@@ -148,7 +174,36 @@ def test_round_trip(tmp_path, target, layout, options):
     assert torch.equal(a.sequences, b.sequences) and a.accepted_per_step == b.accepted_per_step
 
 
-def official_files(folder, target, k=2, n_layers=1, with_lm_head=True, fmt="safetensors", seed=3):
+@pytest.mark.parametrize("shared", [True, False])
+def test_vllm_medusa_draft_vocabulary_served_full(tmp_path, target, shared):
+    """vLLM 0.32 loads no token_map, so a head with a draft vocabulary is written over the full
+    vocabulary: the target's rows outside the draft (all of them for a shared lm_head). Importing
+    the folder gives that served head, which ranks what vLLM ranks; where its best token lies in the
+    draft vocabulary it proposes what the trained head proposes."""
+    heads = randomised(hs.heads.build("medusa", target, num_heads=3, shared_lm_head=shared, draft_vocab=DRAFT))
+    heads.options["accuracy"] = [[0.5, 0.2], [0.3, 0.1], [0.2, 0.1]]
+    out = export(heads, target, tmp_path / "vllm", "vllm-medusa")
+    back = import_heads(out, target)
+    expected = {k: v for k, v in heads.options.items() if k != "accuracy"}  # measured over the draft vocabulary
+    assert back.options == {**expected, "draft_vocab_size": None}
+    for h in range(3):
+        assert torch.equal(back.state_dict()[f"blocks.{h}.0.linear.weight"], heads.state_dict()[f"blocks.{h}.0.linear.weight"])
+        if not shared:
+            rows = back.state_dict()[f"lm_heads.{h}.weight"]
+            outside = torch.ones(VOCAB, dtype=torch.bool)
+            outside[DRAFT] = False
+            assert torch.equal(rows[DRAFT], heads.state_dict()[f"lm_heads.{h}.weight"])
+            assert torch.equal(rows[outside], target.lm_head.weight[outside])
+    hidden = torch.randn(64, 32)
+    assert torch.equal(proposals(back, hidden), tree_tokens(files_topk(out, hidden)))  # what vLLM ranks
+    top = files_topk(out, hidden, need=1)[:, 0, 0]  # head 0's best token over the full vocabulary (B,)
+    in_draft = torch.isin(top, DRAFT)
+    assert 0 < int(in_draft.sum()) < len(top)  # both cases occur
+    first = proposals(heads, hidden)[:, 0]  # the trained head's first proposal (head 0, top-1)
+    assert torch.equal(first[in_draft], top[in_draft])
+
+
+def official_files(folder, target, k=2, n_layers=1, with_lm_head=True, fmt="safetensors", seed=3, said_heads=None):
     """A FasterDecoding/Medusa head folder: config.json + medusa_lm_head.{safetensors,pt}."""
     torch.manual_seed(seed)
     d, v = target.hidden_size, target.vocab_size
@@ -160,7 +215,9 @@ def official_files(folder, target, k=2, n_layers=1, with_lm_head=True, fmt="safe
         if with_lm_head:
             state[f"{h}.{n_layers}.weight"] = torch.randn(v, d)
     folder.mkdir()
-    config = {"medusa_num_heads": k, "medusa_num_layers": n_layers, "base_model_name_or_path": "tiny-llama"}
+    # MedusaConfig.save_pretrained's keys; uploaded configs may say fewer heads than the files hold
+    config = {"medusa_num_heads": said_heads or k, "medusa_num_layers": n_layers, "base_model_name_or_path": "tiny-llama",
+              "transformers_version": "4.34.0"}
     (folder / "config.json").write_text(json.dumps(config))
     if fmt == "safetensors":
         save_file(state, folder / "medusa_lm_head.safetensors")
@@ -187,6 +244,22 @@ def test_import_official_medusa(tmp_path, target, fmt, with_lm_head):
     assert heads.options["shared_lm_head"] is (not with_lm_head)  # the legacy layout had no lm_head
     hidden = torch.randn(2, 32)
     assert torch.equal(proposals(heads, hidden), tree_tokens(official_ranked(state, target, hidden, 3, 1)))
+
+
+def test_import_official_medusa_counts_heads_from_weights(tmp_path, target):
+    """FasterDecoding's uploaded configs say medusa_num_heads 2 while medusa_lm_head.pt holds 5 heads
+    (its loader overrides the config with 5): the heads are counted from the tensor names."""
+    state = official_files(tmp_path / "m", target, k=5, fmt="pt", said_heads=2)
+    with pytest.warns(UserWarning, match="says medusa_num_heads=2.*hold 5 heads of 1 layers"):
+        heads = import_heads(tmp_path / "m", target)
+    assert heads.options["num_heads"] == 5
+    hidden = torch.randn(2, 32)
+    ranked = official_ranked(state, target, hidden, 5, 1)
+    assert torch.equal(proposals(heads, hidden), tree_tokens(ranked))
+    state = {k: v for k, v in state.items() if not k.startswith("3.")}  # heads 0, 1, 2, 4: not a Medusa file
+    torch.save(state, tmp_path / "m" / "medusa_lm_head.pt")
+    with pytest.raises(CheckpointError, match=r"heads 0..K-1.*not a FasterDecoding/Medusa head file"):
+        import_heads(tmp_path / "m", target)
 
 
 # ---- bad input: clear errors, nothing half-written ---------------------------------------------
@@ -230,7 +303,7 @@ def test_unsafe_or_broken_files_are_refused(tmp_path, target):
         import_heads(out, target, layout="vllm-medusa")
     (tmp_path / "m2").mkdir()
     (tmp_path / "m2" / "config.json").write_text('{"medusa_num_heads": 2}')
-    with pytest.raises(CheckpointError, match=r"lacks the keys \['medusa_num_layers'\]"):
+    with pytest.raises(CheckpointError, match="has neither medusa_lm_head.safetensors nor medusa_lm_head.pt"):
         import_heads(tmp_path / "m2", target)
     (tmp_path / "m2" / "config.json").write_text('{"medusa_num_heads": 2,')
     with pytest.raises(CheckpointError, match="not valid JSON"):
@@ -311,7 +384,7 @@ def test_cli_export(tmp_path, target, smol_tokenizer, capsys):
     shared.save_pretrained(tmp_path / "shared", target)
     argv = ["export", "--head", str(tmp_path / "shared"), "--layout", "vllm-medusa", "--out", str(tmp_path / "o2")]
     assert main([*argv, f"target.name_or_path={tmp_path / 'target'}", "target.dtype=float32"]) == 0
-    assert torch.equal(load_file(tmp_path / "o2" / "model.safetensors")["lm_heads.0.weight"], target.lm_head.weight[DRAFT])
+    assert torch.equal(load_file(tmp_path / "o2" / "model.safetensors")["lm_heads.0.weight"], target.lm_head.weight)  # all rows
     assert main(["export", "--head", str(tmp_path / "shared"), "--layout", "nope", "--out", str(tmp_path / "o3")]) == 2
     assert "unknown export layout 'nope'" in capsys.readouterr().err
 
@@ -436,6 +509,103 @@ def test_import_official_eagle3_release(tmp_path, target):
     back = import_heads(out, target)
     assert back.options["feature_layers"] == head.options["feature_layers"]
     assert torch.equal(back.lm_head.weight, head.lm_head.weight.half().float()) and torch.equal(back.t2d, head.t2d)
+
+
+def rope_target(theta=500000.0, layers=8):
+    """A tiny Llama with Llama-3.1's RoPE base (500000) and 8 layers (the engines' default capture fits)."""
+    import transformers as tr
+
+    from headstart.target import Target
+    from tests.conftest import tiny_config
+
+    torch.manual_seed(0)
+    config = tiny_config("llama")
+    config.num_hidden_layers = layers
+    config.rope_parameters = {"rope_type": "default", "rope_theta": theta}
+    return Target(tr.AutoModelForCausalLM.from_config(config, dtype=torch.float32), None, name="tiny-llama-3.1")
+
+
+def official_eagle3(folder, head, fmt="bin", **config):
+    """Files as EAGLE's traineagle3 writes them: its config.json (a LlamaConfig saying LlamaForCausalLM,
+    with draft_vocab_size and no rope_theta) and the draft's state dict without the frozen embedding
+    (fc, midlayer.*, norm, lm_head, d2t, t2d) in pytorch_model.bin (torch.save), as the releases ship it."""
+    folder.mkdir()
+    state = {k: v.clone() for k, v in head.state_dict().items()}
+    base = dict(architectures=["LlamaForCausalLM"], bos_token_id=1, eos_token_id=2, hidden_act="silu", hidden_size=32,
+                initializer_range=0.02, intermediate_size=64, max_position_embeddings=256, model_type="llama",
+                num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=1, pad_token_id=0, rms_norm_eps=1e-6,
+                tie_word_embeddings=False, torch_dtype="float16", transformers_version="4.28.1", use_cache=True,
+                vocab_size=VOCAB, draft_vocab_size=int(head.lm_head.weight.shape[0]))
+    (folder / "config.json").write_text(json.dumps({**base, **config}))
+    if fmt == "bin":
+        torch.save(state, folder / "pytorch_model.bin")
+    else:
+        save_file({k: v.contiguous() for k, v in state.items()}, folder / "model.safetensors")
+    return state
+
+
+def test_import_official_eagle3_bin_keeps_its_rope(tmp_path):
+    """An official EAGLE-3 release for a Llama-3.1 target: pytorch_model.bin, a config saying
+    LlamaForCausalLM without rope_theta. Detected as EAGLE-3 by its weights (not EAGLE-1), imported
+    with its own RoPE (base 10000, as its authors trained and the engines serve it) and a warning
+    that the target's differs; exported again, the config says base 10000."""
+    from headstart.heads.export import detect_layout
+
+    target = rope_target()
+    head = eagle3_head(target, feature_layers=[1, 3, 4], seed=5)  # the engines' default capture for 8 layers
+    official_eagle3(tmp_path / "e3", head)
+    assert detect_layout(tmp_path / "e3") == "eagle3"
+    with pytest.warns(UserWarning, match=r"RoPE \{'rope_type': 'default', 'rope_theta': 10000.0\} differs from the target's"):
+        back = import_heads(tmp_path / "e3", target)
+    assert back.options["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0}
+    assert back.draft_config.rope_parameters["rope_theta"] == 10000.0 and back.options["feature_layers"] == [1, 3, 4]
+    assert same_weights(back, head)
+    inv_freq = back.rotary.rotary.inv_freq
+    assert torch.allclose(inv_freq, 1.0 / 10000.0 ** (torch.arange(0, 8, 2).float() / 8))
+    assert not torch.allclose(inv_freq, head.rotary.rotary.inv_freq)  # the same weights with the target's RoPE
+    out = export(back, target, tmp_path / "served", "eagle3")
+    served = json.loads((out / "config.json").read_text())
+    assert served["rope_theta"] == 10000.0 and served["rope_scaling"] is None
+    assert import_heads(out, target).options == back.options  # our own block keeps it
+    # With a rope_theta equal to the target's, nothing is added and nothing is said.
+    official_eagle3(tmp_path / "same", head, fmt="safetensors", rope_theta=500000.0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = import_heads(tmp_path / "same", target)
+    assert "rope_parameters" not in same.options and same_weights(same, head)
+    # An EAGLE-1 file under the same kind of config stays EAGLE-1.
+    e1 = randomised(hs.heads.build("eagle", target), seed=6).eval()
+    official_eagle1(tmp_path / "e1", e1)
+    assert detect_layout(tmp_path / "e1") == "eagle"
+
+
+def test_eagle3_norm_variants_are_refused(tmp_path, target):
+    """SpecForge's EAGLE-3.1 drafts (configs/qwen3-30B-A3B-eagle3.1.json: fc_norm, norm_output) and
+    the other normalisations vLLM reads (norm_before_fc, norm_before_residual) are refused with their
+    meaning, never dropped: so are tensors the head has no place for (fc_norm.{i}.weight)."""
+    head = eagle3_head(target)
+    out = export(head, target, tmp_path / "e3", "eagle3")
+    config = json.loads((out / "config.json").read_text())
+    del config["headstart"]
+    for key, nested in (("fc_norm", False), ("norm_output", False), ("norm_before_fc", True), ("norm_before_residual", False)):
+        changed = json.loads(json.dumps(config))
+        (changed["eagle_config"] if nested else changed)[key] = True
+        (out / "config.json").write_text(json.dumps(changed))
+        with pytest.raises(CheckpointError, match=rf"uses {key}=True \(.*\); headstart's EAGLE-3 layer has no such normalisation"):
+            import_heads(out, target)
+    (out / "config.json").write_text(json.dumps(config))
+    state = load_file(out / "model.safetensors")
+    save_file({**state, **{f"fc_norm.{i}.weight": torch.ones(32) for i in range(3)}}, out / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"no place for: \['fc_norm.0.weight', 'fc_norm.1.weight', 'fc_norm.2.weight'\]"):
+        import_heads(out, target)
+    spec = export(head, target, tmp_path / "spec", "speculators")
+    config = json.loads((spec / "config.json").read_text())
+    del config["norm_before_residual"]  # absent means true in vLLM's speculators reader
+    (spec / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="norm_before_residual=True"):
+        import_heads(spec, target)
 
 
 def official_eagle1(folder, head, fmt="bin", names=None):

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 import headstart as hs
+from headstart.adapter import add_adapter
 from headstart.cli import main
 from headstart.config import RecipeError
 from headstart.decode.generate import greedy_generate
@@ -16,7 +17,7 @@ from headstart.heads.checkpoint import CheckpointError
 from headstart.heads.export import ExportError, export
 from headstart.heads.hub import head_files, model_card
 from headstart.target import Target
-from headstart.train import joint as medusa2
+from headstart.train.joint import lora_config
 from headstart.train.trainer import train
 from tests.conftest import assert_close
 from tests.test_distill import smol_shaped_target  # noqa: F401  (fixture)
@@ -130,7 +131,7 @@ def test_merge_export_and_bad_input(tmp_path, smol_shaped_target):  # noqa: F811
 
     # A target that already carries another adapter is refused, not silently double-adapted.
     other = fresh_copy(pristine)
-    medusa2.add_adapter(other, medusa2.lora_config(joint_recipe(tmp_path).train, other))
+    add_adapter(other, lora_config(joint_recipe(tmp_path).train, other))
     with pytest.raises(CheckpointError, match="another adapter"):
         hs.load_heads(final, target=other)
     # A corrupt or missing adapter file is a clear error, and the target is left without half an adapter.

@@ -9,20 +9,22 @@ import torch
 import transformers as tr
 
 import headstart as hs
+from headstart.adapter import adapter_parameters, add_adapter
 from headstart.config import TrainConfig
 from headstart.files import MARKER, replace_refusal, staged_folder
 from headstart.heads.export import ExportError, export
+from headstart.heads.merged_target import save_merged_target
 from headstart.target import Target
-from headstart.train import joint
+from headstart.train.joint import lora_config
 from tests.conftest import tiny_target
 
 
 def adapted_head(folder):
     """A Medusa-2 head folder: heads + a LoRA adapter (random, as if trained) on a tiny target."""
     target = tiny_target("llama")
-    joint.add_adapter(target, joint.lora_config(TrainConfig(lora_r=2, lora_alpha=4), target))
+    add_adapter(target, lora_config(TrainConfig(lora_r=2, lora_alpha=4), target))
     with torch.no_grad():
-        for p in joint.adapter_parameters(target):
+        for p in adapter_parameters(target):
             p.add_(torch.randn_like(p) * 0.1)
     hs.heads.build("medusa", target, num_heads=2).save_pretrained(folder, target)
     return folder
@@ -46,28 +48,28 @@ def test_merged_target_never_replaces_what_the_user_owns(tmp_path):
     before = {"head": files_and_modes(head), "base": files_and_modes(base)}
     # The target's own folder and the head's folder: never, even with force.
     with pytest.raises(ExportError, match=r"holds .*base, which would be deleted"):
-        joint.save_merged_target(head, target, base, force=True)
+        save_merged_target(head, target, base, force=True)
     with pytest.raises(ExportError, match=r"holds .*head, which would be deleted"):
-        joint.save_merged_target(head, target, head, force=True)
+        save_merged_target(head, target, head, force=True)
     # A folder of the user's: refused unless forced.
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     with pytest.raises(ExportError, match=r"not empty \(notes.txt\).*force=True"):
-        joint.save_merged_target(head, target, tmp_path / "mine")
+        save_merged_target(head, target, tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     assert target.adapter is None and {"head": files_and_modes(head), "base": files_and_modes(base)} == before
 
     # A new folder: the merged model, with the marker; then an earlier merged target is replaced without force.
     old = os.umask(0o022)
     try:
-        out = joint.save_merged_target(head, target, tmp_path / "merged")
+        out = save_merged_target(head, target, tmp_path / "merged")
         marker = json.loads((out / MARKER).read_text())
         assert marker["written_by"] == "headstart export --merged-target" and "model.safetensors" in marker["files"]
         assert stat.S_IMODE(out.stat().st_mode) == 0o755
         assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in out.iterdir())
         merged = Target(tr.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32), None, name=str(out))
         assert not any("lora" in k for k in merged.model.state_dict())
-        assert joint.save_merged_target(head, base_target(tmp_path / "base2"), out) == out
+        assert save_merged_target(head, base_target(tmp_path / "base2"), out) == out
     finally:
         os.umask(old)
     # The Medusa-2 head's own files follow the umask too (the adapter is written by safetensors).

@@ -58,3 +58,22 @@ def test_embeddings_and_lm_head_exposed(arch_name):
     target = tiny_target(arch_name)
     assert target.embed_tokens.weight.shape == (128, 32)
     assert target.lm_head.weight.shape == (128, 32)
+
+
+def test_softcapping_and_float_masks_are_the_targets():
+    """One softcapping (the Target's; Gemma-3 caps at 30) and one additive mask for target and heads."""
+    from headstart.target import float_mask
+
+    gemma, llama = tiny_target("gemma3"), tiny_target("llama")
+    logits = torch.tensor([-300.0, -3.0, 0.0, 3.0, 300.0])
+    assert_close(gemma.softcap(logits), 30.0 * torch.tanh(logits / 30.0))
+    assert gemma.softcap(logits).abs().max() <= 30.0 and torch.equal(llama.softcap(logits), logits)
+    hidden = torch.randn(1, 2, gemma.hidden_size)
+    assert_close(gemma.logits(hidden), gemma.softcap(gemma.lm_head(hidden)))
+
+    allowed = torch.tensor([[True, False], [True, True]])
+    low = torch.finfo(torch.bfloat16).min
+    want = torch.tensor([[0.0, low], [0.0, 0.0]], dtype=torch.bfloat16)
+    assert float_mask(allowed, torch.bfloat16).shape == (1, 1, 2, 2)
+    assert torch.equal(float_mask(allowed, torch.bfloat16)[0, 0], want)
+    assert float_mask(allowed.expand(3, 2, 2), torch.bfloat16).shape == (3, 1, 2, 2)  # one mask per row

@@ -3,22 +3,27 @@ headstart says it serves, its greedy float32 output with a head equals its plain
 acceptance equals headstart's prediction for the same head, prompts and chain of k.
 
 One vLLM subprocess (eval/vllm_run.py) loads the engines one after the other (about 35 s each on
-2 cores) and is shared by the tests. Skipped when .venv-vllm is missing outside CI (`make vllm`
+2 cores) and is shared by the tests; `headstart serve-check` runs once more, as a user runs it (a
+subprocess: its own vLLM with plain, the trained head in the speculators layout, and n-gram), and
+the speculators layout's tests read its report. Skipped when .venv-vllm is missing outside CI (`make vllm`
 creates it; `make test-vllm` runs this file with it); in CI (CI=true) a missing one is an error.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 import transformers as tr
 
 import headstart as hs
+from headstart.chat import encode_chat
 from headstart.config import TrainConfig
 from headstart.decode.generate import greedy_generate
-from headstart.eval.run import encode
 from headstart.eval.serving import (
     ServingError,
     agreement,
@@ -28,6 +33,7 @@ from headstart.eval.serving import (
     vllm_job,
     vllm_python,
 )
+from headstart.heads.checkpoint import save_heads
 from headstart.heads.export import export
 from headstart.target import Target
 from headstart.train.features import batch_features
@@ -89,6 +95,29 @@ def noisy(head, scale: float, seed: int = 0):
     return head.eval().requires_grad_(False)
 
 
+def run_serve_check(tmp, target_folder, head_folder) -> dict:
+    """`headstart serve-check` as a user runs it, on PROMPTS (a prompt file and a recipe written here):
+    the speculators layout of the head, a chain of K, float32. Returns its exit, output and files."""
+    tmp.mkdir()
+    (tmp / "prompts.jsonl").write_text("".join(json.dumps({"id": str(i), "category": "chat", "prompt": p}) + "\n"
+                                               for i, p in enumerate(PROMPTS)))
+    (tmp / "recipe.yaml").write_text(
+        f"target:\n  name_or_path: {target_folder}\n  dtype: float32\n"
+        f"eval:\n  prompts: {tmp / 'prompts.jsonl'}\n  num_prompts: {len(PROMPTS)}\n  max_new_tokens: {NEW}\n"
+        f"  output: {tmp / 'eval.json'}\n"
+    )
+    out = tmp / "serve-check.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "headstart", "serve-check", str(tmp / "recipe.yaml"), "--head", str(head_folder),
+         "--k", str(K), "--layout", "speculators", "--out", str(out)],
+        capture_output=True, text=True, timeout=1500,
+    )
+    report = json.loads(out.read_text()) if out.is_file() else None
+    markdown = out.with_suffix(".md").read_text() if out.with_suffix(".md").is_file() else None
+    return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr[-4000:], "report": report,
+            "markdown": markdown, "log": out.with_suffix(".vllm.log")}
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, smol_tokenizer):
     """Build the target and heads, export them, run every engine once in one vLLM subprocess."""
@@ -100,32 +129,45 @@ def served(tmp_path_factory, smol_tokenizer):
         pytest.skip(f"vLLM's environment is missing (run `make vllm`): {e}")
     tmp = tmp_path_factory.mktemp("vllm")
     target = tiny_llama(tmp / "target", smol_tokenizer)
-    prompts = [encode(smol_tokenizer, [{"role": "user", "content": p}])[0].tolist() for p in PROMPTS]
+    prompts = [encode_chat(smol_tokenizer, [{"role": "user", "content": p}])[0].tolist() for p in PROMPTS]
     continuations = [greedy_generate(target, torch.tensor([p]), NEW, eos_token_id=[]).sequences[0] for p in prompts]
     heads = {
         "eagle3": trained_eagle3(target, continuations),
         "eagle3-full": noisy(hs.heads.build("eagle3", target), 0.02),
-        "medusa": noisy(hs.heads.build("medusa", target, num_heads=K), 0.002),
-        "medusa-draft": noisy(hs.heads.build("medusa", target, num_heads=2, draft_vocab=torch.arange(0, 4096)), 0.002),
+        # a draft vocabulary, as the demo's Medusa head: served over the full vocabulary (heads/export.py)
+        "medusa": noisy(hs.heads.build("medusa", target, num_heads=K, draft_vocab=torch.arange(0, 4096)), 0.002),
     }
-    exports = {  # engine name: (head, layout, vLLM method, k)
+    cli = run_serve_check(tmp / "cli", tmp / "target", save_heads(heads["eagle3"], tmp / "eagle3-head", target))
+    exports = {  # engine name: (head, layout, vLLM method, k); "speculators" is the serve-check run's
         "eagle3": ("eagle3", "eagle3", "eagle3", K),
         "speculators": ("eagle3", "speculators", "eagle3", K),
         "eagle3-full": ("eagle3-full", "eagle3", "eagle3", 2),
         "medusa": ("medusa", "vllm-medusa", "medusa", K),
-        "medusa-draft": ("medusa-draft", "vllm-medusa", "medusa", 2),
     }
     engines = [{"name": "plain", "speculative_config": None}]
     for name, (head, layout, method, k) in exports.items():
+        if name == "speculators":
+            continue
         folder = export(heads[head], target, tmp / name, layout)
         engines.append({"name": name, "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}})
     job = vllm_job(tmp / "target", prompts, engines, "float32", NEW, eos=None, ignore_eos=True, kv_cache_gib=1)
     result = run_vllm(job, timeout=1500, log=tmp / "vllm.log")
-    return {"target": target, "prompts": prompts, "heads": heads, "exports": exports, "result": result,
+    return {"target": target, "prompts": prompts, "heads": heads, "exports": exports, "result": result, "cli": cli,
             "reference": [c[len(p):].tolist() for c, p in zip(continuations, prompts)]}
 
 
+def cli_report(served) -> dict:
+    cli = served["cli"]
+    log = cli["log"].read_text(errors="replace")[-3000:] if cli["log"].is_file() else ""
+    assert cli["returncode"] == 0 and cli["report"] is not None, f"serve-check failed:\n{cli['stderr']}\n{log}"
+    return cli["report"]
+
+
 def record(served, name: str) -> dict:
+    """One engine's record: the fixture's run, or (speculators) the serve-check run's head engine."""
+    if name == "speculators":
+        report = cli_report(served)
+        return {"ok": True, "outputs": None, "metrics": report["acceptance"]["vllm"], "draft_config": report["draft_config"]}
     r = next(e for e in served["result"]["engines"] if e["name"] == name)
     assert r["ok"], f"vLLM failed on {name}: {r['error']}\n{r.get('traceback', '')}"
     return r
@@ -138,9 +180,11 @@ def test_vllm_plain_equals_headstart_greedy(served):
     assert all(len(set(o)) > NEW // 2 for o in plain["outputs"])  # varied output, not a loop
 
 
-@pytest.mark.parametrize("name", ["eagle3", "speculators", "eagle3-full", "medusa"])
+@pytest.mark.parametrize("name", ["eagle3", "eagle3-full", "medusa"])
 def test_layout_loads_and_decodes_identically(served, name):
-    """Each served layout loads, drafts (vLLM's counters move) and leaves the output unchanged."""
+    """Each served layout loads, drafts (vLLM's counters move) and leaves the output unchanged; the
+    Medusa head has a draft vocabulary (vLLM 0.32 loads no token_map: exported over the full vocabulary).
+    The speculators layout: test_serve_check_cli."""
     r = record(served, name)
     k = served["exports"][name][3]
     assert r["metrics"]["drafts"] > 0 and r["metrics"]["draft_tokens"] == k * r["metrics"]["drafts"]
@@ -158,25 +202,62 @@ def test_draft_configs_read_as_written(served):
         assert c["rope_parameters"]["rope_theta"] == 50000.0 and c["max_position_embeddings"] == 1024
         assert (c["hidden_size"], c["head_dim"], c["num_hidden_layers"], c["target_hidden_size"]) == (256, 64, 1, 256)
     assert record(served, "eagle3-full")["draft_config"]["draft_vocab_size"] == 49152  # no d2t: vLLM has no map to load
-    m = record(served, "medusa")["draft_config"]
+    m = record(served, "medusa")["draft_config"]  # a head with a draft vocabulary, served over the full one
     assert (m["num_heads"], m["truncated_vocab_size"], m["original_lm_head"]) == (K, 49152, True)
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM 0.32's Medusa loader sets token_map but never reports it loaded: "
-                   "'weights were not initialized from checkpoint: {token_map}' (issue 17); a vllm-medusa export "
-                   "with a draft vocabulary does not load")
-def test_medusa_with_draft_vocabulary_loads(served):
-    record(served, "medusa-draft")
-
-
-@pytest.mark.parametrize("name,head", [("eagle3", "eagle3"), ("speculators", "eagle3")])
-def test_vllm_acceptance_equals_headstart_prediction(served, name, head):
-    """Same head, prompts and chain of k: vLLM's acceptance is headstart's, within TOLERANCE."""
-    ours = headstart_side(served["target"], served["heads"][head], served["prompts"], served["exports"][name][3], NEW, eos=[])
-    report = compare(served["result"], ours, served["exports"][name][3], head_engine=name, ngram_engine=None)
+def check_parity(report: dict) -> None:
     acc = report["acceptance"]
     assert acc["headstart"]["mean_acceptance_length"] > 1.5, acc  # a head that accepts
     assert abs(acc["relative_difference"]["mean_acceptance_length"]) <= TOLERANCE, acc
     v, h = acc["vllm"]["acceptance_per_position"], acc["headstart"]["acceptance_per_position"]
     assert all(abs(a - b) <= TOLERANCE for a, b in zip(v, h)), (v, h)
     assert report["agreement"]["headstart_head_vs_vllm_plain"]["rate"] == 1.0
+
+
+def test_vllm_acceptance_equals_headstart_prediction(served):
+    """Same head, prompts and chain of k: vLLM's acceptance is headstart's, within TOLERANCE (the
+    speculators layout: serve-check's own report, test_serve_check_cli)."""
+    ours = headstart_side(served["target"], served["heads"]["eagle3"], served["prompts"], K, NEW, eos=[])
+    check_parity(compare(served["result"], ours, K, head_engine="eagle3", ngram_engine=None))
+
+
+def test_serve_check_cli(served):
+    """`headstart serve-check` end to end (subprocess, speculators layout, float32): it exits 0 and writes
+    the JSON and Markdown reports with every field, the conventions stated, vLLM's outputs identical to
+    its plain ones (and to headstart's), and its acceptance equal to headstart's prediction."""
+    cli, report = served["cli"], cli_report(served)
+    assert {"target", "head", "prompts", "machine", "conventions", "chain", "acceptance", "agreement", "speed",
+            "draft_config", "engine_load_seconds"} <= set(report)
+    assert report["head"] == {"path": str(report["head"]["path"]), "kind": "eagle3", "layout": "speculators", "method": "eagle3",
+                              "draft_vocab_size": served["heads"]["eagle3"].options["draft_vocab_size"],
+                              "served_draft_vocab_size": served["heads"]["eagle3"].options["draft_vocab_size"]}
+    assert report["target"]["dtype"] == "float32" and report["prompts"]["count"] == len(PROMPTS) and report["chain"] == K
+    assert report["machine"]["vllm"] == "0.32.0" and report["machine"]["threads"] >= 1
+    for key in ("drafts", "draft_tokens", "accepted", "mean_acceptance_length", "accepted_per_draft", "draft_token_acceptance",
+                "acceptance_per_position", "relative_difference", "agreement", "tokens_per_s"):
+        assert report["conventions"][key], key
+    assert "bonus" in report["conventions"]["accepted"] and "bonus counted" in report["conventions"]["mean_acceptance_length"]
+    for side in ("vllm", "headstart"):
+        assert set(report["acceptance"][side]) >= {"drafts", "draft_tokens", "accepted", "accepted_per_pos", "mean_acceptance_length",
+                                                   "accepted_per_draft", "draft_token_acceptance", "acceptance_per_position"}
+        assert len(report["acceptance"][side]["acceptance_per_position"]) == K
+    assert "headstart_as_trained" not in report["acceptance"]  # the eagle3 head is served as trained
+    for key in ("vllm_plain", "vllm_head", "vllm_ngram", "headstart_plain", "headstart_head"):
+        speed = report["speed"][key]
+        assert speed["tokens"] > 0 and speed["tokens_per_s"] > 0 and speed["vs_vllm_plain"] > 0, key
+    assert report["speed"]["vllm_plain"]["vs_vllm_plain"] == 1.0
+    for key in ("vllm_head_vs_vllm_plain", "headstart_plain_vs_vllm_plain", "headstart_head_vs_vllm_plain"):
+        assert report["agreement"][key]["matched"] == len(PROMPTS), key  # float32: identical outputs
+    assert set(report["engine_load_seconds"]) == {"plain", "head", "ngram"}
+    c = report["draft_config"]  # what vLLM built the speculators draft from
+    assert c["method"] == "eagle3" and c["norm_before_residual"] is False and c["dtype"] == "float32"
+    assert c["eagle_aux_hidden_state_layer_ids"] == [i + 1 for i in served["heads"]["eagle3"].feature_layers]
+    assert c["rope_parameters"]["rope_theta"] == 50000.0 and c["draft_vocab_size"] < c["vocab_size"] == 49152
+    check_parity(report)
+    md = cli["markdown"]
+    assert md.strip() in cli["stdout"]  # the verb prints what it writes
+    for text in ("| mean acceptance length (1 + accepted / drafts; = τ, bonus counted) |", "| accepted draft tokens |",
+                 f"| position {K}: share of drafts accepted this far |", "| vLLM n-gram (k = 3) |", "| headstart plain loop |",
+                 f"| vLLM + head | {len(PROMPTS)}/{len(PROMPTS)} |", "Conventions:", "vLLM 0.32.0", "layout speculators"):
+        assert text in md, text

@@ -17,6 +17,7 @@ from functools import cached_property
 
 import torch
 
+from headstart.chat import render_chat
 from headstart.jsonl import DataError
 from headstart.train.formats import read_conversations
 
@@ -37,10 +38,6 @@ class Example:
         return hashlib.sha1(torch.tensor(self.input_ids, dtype=torch.int32).numpy().tobytes()).hexdigest()[:20]
 
 
-def _render(tokenizer, messages: list[dict], add_generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
-
-
 def tokenize_conversation(tokenizer, messages: list[dict], max_length: int, where: str = "conversation") -> Example:
     """Token ids of the whole conversation and a mask that is 1 on assistant tokens only.
 
@@ -55,13 +52,13 @@ def tokenize_conversation(tokenizer, messages: list[dict], max_length: int, wher
     from jinja2.exceptions import TemplateError
 
     try:
-        full = _render(tokenizer, messages, add_generation_prompt=False)
+        full = render_chat(tokenizer, messages, add_generation_prompt=False)
         spans = []
         for i, m in enumerate(messages):
             if m["role"] != "assistant":
                 continue
-            start = _render(tokenizer, messages[:i], add_generation_prompt=True)
-            end = _render(tokenizer, messages[: i + 1], add_generation_prompt=False)
+            start = render_chat(tokenizer, messages[:i], add_generation_prompt=True)
+            end = render_chat(tokenizer, messages[: i + 1], add_generation_prompt=False)
             if not (full.startswith(start) and full.startswith(end) and len(start) <= len(end)):
                 raise DataError(
                     f"{where}: the chat template does not render assistant turn {i} the same way alone as inside "

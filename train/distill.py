@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from headstart.chat import encode_chat
 from headstart.config import DistillConfig
 from headstart.files import write_json
 from headstart.jsonl import DataError, append_rows, read_jsonl, repair_tail
@@ -84,12 +85,6 @@ def generate_ids(target: Target, prompts: list[list[int]], max_new_tokens: int, 
             max_new_tokens=max_new_tokens, pad_token_id=pad_id, top_k=None, **sampling,
         )
     return gen[:, width:].tolist()
-
-
-def generate_batch(target: Target, texts: list[str], max_new_tokens: int, **sampling) -> list[list[int]]:
-    """`generate_ids` over rendered prompt texts."""
-    tok = target.tokenizer
-    return generate_ids(target, [tok(t, add_special_tokens=False).input_ids for t in texts], max_new_tokens, **sampling)
 
 
 def hf_backend(target: Target) -> Generate:
@@ -240,7 +235,7 @@ def answer_batch(
         for j, (_, turns) in enumerate(plans):
             if k >= len(turns) or (k > 0 and finishes[j][-1] == "context"):
                 continue
-            ids = first[j] if k == 0 else render_prompt(tok, convs[j] + [turns[k]])
+            ids = first[j] if k == 0 else encode_chat(tok, convs[j] + [turns[k]])[0].tolist()
             if limit and len(ids) + cfg.max_new_tokens > limit:
                 # The target's own answers filled its context: keep the turns so far, and count.
                 stats["turns_cut_by_context"] += len(turns) - k
@@ -273,12 +268,6 @@ def answer_batch(
     ]
 
 
-def render_prompt(tok, messages: list[dict]) -> list[int]:
-    """Token ids of `messages` rendered by the chat template, ending with the generation prompt."""
-    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return tok(text, add_special_tokens=False).input_ids
-
-
 def distill(
     target: Target,
     cfg: DistillConfig,
@@ -297,7 +286,7 @@ def distill(
     if cfg.limit is not None:
         rows = rows[: cfg.limit]
     plans = [user_turns(r, cfg.system_prompt) for r in rows]
-    first = [render_prompt(tok, head + turns[:1]) for head, turns in plans]
+    first = [encode_chat(tok, head + turns[:1])[0].tolist() for head, turns in plans]
     lengths = [len(f) + sum(len(tok(m["content"], add_special_tokens=False).input_ids) for m in turns[1:])
                for f, (_, turns) in zip(first, plans)]
     limit = target.max_position_embeddings

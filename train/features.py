@@ -31,9 +31,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
+from headstart import heads
 from headstart.jsonl import DataError
 from headstart.target import Target, TargetOutput
-from headstart.train.data import Example, ExampleDataset, collate
+from headstart.train.data import Example, ExampleDataset, build_examples, collate
 
 FORMAT_VERSION = 1
 INDEX_NAME = "index.json"
@@ -274,19 +275,15 @@ def training_dataset(examples: list[Example], features_dir: str | None, target: 
     return CachedFeatureDataset(examples, cache, layers)
 
 
-def recipe_feature_layers(recipe, target: Target, examples: list[Example]) -> list[int]:
-    """`features.layers`, or the layers the recipe's head reads (built untrained to ask it)."""
+def recipe_feature_layers(recipe, target: Target) -> list[int]:
+    """`features.layers`, or the layers the recipe's head reads (from its options: nothing is built)."""
     if recipe.features.layers is not None:
         return list(recipe.features.layers)
-    from headstart.train.trainer import build_head
-
-    return list(build_head(recipe, target, examples).feature_layers)
+    return list(heads.feature_layers(recipe.head.kind, target, **heads.recipe_options(recipe.head)))
 
 
 def write_features(recipe, target: Target, progress: bool = True) -> dict:
     """`headstart features`: tokenise the recipe's training data and cache its features."""
-    from headstart.train.data import build_examples
-
     data = recipe.data
     if not data.features_dir:
         raise DataError("set data.features_dir to the folder the feature cache is written to")
@@ -296,7 +293,7 @@ def write_features(recipe, target: Target, progress: bool = True) -> dict:
     )
     info = {"train_files": data.train_files, "max_length": data.max_length, "limit": data.limit, "stats": data_stats}
     stats = write_feature_cache(
-        target, examples, data.features_dir, recipe_feature_layers(recipe, target, examples), recipe.features.dtype,
+        target, examples, data.features_dir, recipe_feature_layers(recipe, target), recipe.features.dtype,
         recipe.features.batch_size, recipe.features.shard_mb, progress, info,
     )
     stats["data"] = data_stats

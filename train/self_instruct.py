@@ -14,8 +14,9 @@ import re
 import torch
 from tqdm.auto import tqdm
 
+from headstart.chat import encode_chat
 from headstart.target import Target
-from headstart.train.distill import generate_batch
+from headstart.train.distill import generate_ids
 
 INSTRUCTION = (
     "Here are some requests that people sent to an AI assistant:\n{examples}\n"
@@ -63,13 +64,13 @@ def self_instruct(
     torch.manual_seed(seed)
     while len(out) < n and attempts < max_attempts:
         cats = [rng.choice(sorted(by_cat)) for _ in range(batch_size)]
-        texts = []
+        prompts = []
         for cat in cats:
             shown = rng.sample(by_cat[cat], min(examples, len(by_cat[cat])))
             listing = "\n".join(f"{i + 1}. {p}" for i, p in enumerate(shown))
             msg = [{"role": "user", "content": INSTRUCTION.format(examples=listing)}]
-            texts.append(tok.apply_chat_template(msg, tokenize=False, add_generation_prompt=True))
-        new = generate_batch(target, texts, max_new_tokens, do_sample=True, temperature=temperature, top_p=top_p)
+            prompts.append(encode_chat(tok, msg)[0].tolist())
+        new = generate_ids(target, prompts, max_new_tokens, do_sample=True, temperature=temperature, top_p=top_p)
         attempts += batch_size
         for cat, ids in zip(cats, new):
             prompt = clean_reply(tok.decode(ids, skip_special_tokens=True))

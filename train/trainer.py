@@ -30,12 +30,13 @@ from transformers.integrations import TensorBoardCallback, is_deepspeed_zero3_en
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 import headstart.heads as heads_registry
+from headstart.adapter import ADAPTER_WEIGHTS, adapter_parameters, add_adapter, set_adapter_weights
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
-from headstart.heads.checkpoint import ADAPTER_WEIGHTS, CONFIG_NAME, save_heads
+from headstart.heads.checkpoint import CONFIG_NAME, save_heads
 from headstart.target import Target, gathered, is_partitioned, resolve_dtype
-from headstart.train import joint as medusa2
 from headstart.train.data import build_examples, collate, split
 from headstart.train.features import batch_features, training_dataset
+from headstart.train.joint import BACKBONE_LOSSES, joint_loss, lora_config
 from headstart.train.resume import checkpoint_to_resume, clear_earlier_run, planned_steps, run_record
 
 
@@ -111,7 +112,7 @@ class TrainingModule(nn.Module):
 
     def forward(self, **batch):
         if self.joint:
-            return medusa2.joint_loss(self.heads, self.target, batch, self.cfg, self.progress)
+            return joint_loss(self.heads, self.target, batch, self.cfg, self.progress)
         features = batch_features(self.target, batch, self.heads.feature_layers)
         return self.heads.training_loss(features, batch, self.target, self.cfg)
 
@@ -176,7 +177,7 @@ class HeadTrainer(Trainer):
         cfg = self.train_config
         if self.optimizer is None and module.joint:
             heads = [p for p in module.heads.parameters() if p.requires_grad]
-            adapters = medusa2.adapter_parameters(self.target)
+            adapters = adapter_parameters(self.target)
             groups = [
                 {"params": heads, "lr": cfg.lr * cfg.head_lr_multiplier, "weight_decay": cfg.weight_decay},
                 {"params": adapters, "lr": cfg.lr, "weight_decay": cfg.weight_decay},
@@ -191,7 +192,7 @@ class HeadTrainer(Trainer):
         folder = Path(resume_from_checkpoint)
         module.heads.load_state_dict(load_file(folder / "model.safetensors"), strict=True)
         if module.joint:
-            medusa2.set_adapter_weights(self.target, load_file(folder / ADAPTER_WEIGHTS))
+            set_adapter_weights(self.target, load_file(folder / ADAPTER_WEIGHTS))
 
     def _get_train_sampler(self, train_dataset=None):
         # Length-grouped batches from the dataset's own lengths: the stock sampler would read every
@@ -272,7 +273,7 @@ def build_head(recipe: Recipe, target: Target, examples):
     if hcfg.kind not in heads_registry.REGISTRY:
         raise ValueError(f"head.kind: unknown kind {hcfg.kind!r}; known: {', '.join(sorted(heads_registry.REGISTRY))}")
     cls = heads_registry.REGISTRY[hcfg.kind]
-    options = {k: getattr(hcfg, k) for k in cls.recipe_fields if getattr(hcfg, k) is not None}
+    options = heads_registry.recipe_options(hcfg)
     if hcfg.draft_vocab_size is not None:  # None: the whole vocabulary
         from headstart.heads.options import check_draft_vocab_size
 
@@ -385,8 +386,8 @@ def _check_joint(recipe: Recipe, target: Target) -> None:
         return
     if recipe.head.kind != "medusa":
         raise RecipeError(f"train.joint (Medusa-2) trains Medusa heads with LoRA adapters; head.kind is {recipe.head.kind!r}")
-    if cfg.backbone_loss not in medusa2.BACKBONE_LOSSES:
-        raise RecipeError(f"train.backbone_loss must be one of {medusa2.BACKBONE_LOSSES}, got {cfg.backbone_loss!r}")
+    if cfg.backbone_loss not in BACKBONE_LOSSES:
+        raise RecipeError(f"train.backbone_loss must be one of {BACKBONE_LOSSES}, got {cfg.backbone_loss!r}")
     if recipe.data.features_dir:
         raise RecipeError("train.joint changes the target's features while it trains: it cannot read an offline feature cache (unset data.features_dir)")
     if zero_stage(cfg.deepspeed) == 3:
@@ -447,7 +448,7 @@ def train(recipe: Recipe, target: Target, heads=None) -> dict:
     if cfg.joint:
         if target.adapter is not None:
             raise RecipeError("train.joint: the target already carries an adapter (a Medusa-2 head was loaded on it); train on a fresh target")
-        medusa2.add_adapter(target, medusa2.lora_config(cfg, target))
+        add_adapter(target, lora_config(cfg, target))
     module = TrainingModule(heads, target, cfg)
     dataset = training_dataset(train_ex, data.features_dir, target, heads.feature_layers)  # online or cached
 

@@ -38,7 +38,13 @@ import torch
 from headstart.decode.cache import RaggedCache
 from headstart.decode.sampling import GenerationError, Sampling, make_generator
 from headstart.decode.tree import DraftHead, DraftState, DynamicTreeSpec, Tree, load_tree
-from headstart.decode.verify import children_lists, greedy_accept_rows, sample_accept, typical_accept
+from headstart.decode.verify import (
+    acceptance_length,
+    children_lists,
+    greedy_accept_rows,
+    sample_accept,
+    typical_accept,
+)
 
 ACCEPTANCE_MODES = ("exact", "typical")
 
@@ -58,8 +64,7 @@ class GenerateOutput:
     @property
     def acceptance_length(self) -> float:
         """τ: tokens per target forward after prefill, bonus token counted (plain decoding: 1.00)."""
-        steps = self.accepted_per_step
-        return sum(a + 1 for a in steps) / len(steps) if steps else 1.0
+        return acceptance_length(self.accepted_per_step)
 
 
 class Stopper:

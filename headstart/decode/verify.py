@@ -5,11 +5,19 @@
   tokens and the bonus token follow the target's own (warped) distribution.
 - `typical_accept`: Medusa's typical acceptance, LOSSY and opt-in: a draft is kept when the target
   gives it enough probability, so the output no longer follows the target's distribution.
+- `acceptance_length`: τ, the measure of all three (every report computes it here).
 """
 
 from __future__ import annotations
 
 import torch
+
+
+def acceptance_length(accepted_per_step: list[int]) -> float:
+    """τ: the mean of (a + 1) over verification steps that accepted a drafts each, i.e. tokens per
+    target forward after prefill, the bonus token counted; plain decoding (no step) scores 1.0."""
+    steps = len(accepted_per_step)
+    return (sum(accepted_per_step) + steps) / steps if steps else 1.0
 
 
 def greedy_accept(tokens: torch.Tensor, predicted: torch.Tensor, retrieve: torch.Tensor) -> tuple[int, torch.Tensor]:

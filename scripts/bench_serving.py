@@ -1,0 +1,119 @@
+"""A head served by vLLM at k = 1..K beside vLLM plain, vLLM n-gram and headstart's own loop: one run.
+
+    python scripts/bench_serving.py recipes/smollm2-135m/eagle3.yaml --head runs/smollm2-eagle3/final --ks 1 2 3 4 5
+
+The head is exported once (the recipe's first vLLM layout for its kind), vLLM (`.venv-vllm`, `make
+vllm`) loads one engine after another on the same prompts (greedy, batch 1), and headstart decodes
+the same prompts plainly and with the head as a chain of each k. Prints a Markdown table and writes
+JSON beside it. Acceptance length counts the bonus token on both sides (vLLM's 1 + accepted/drafts;
+headstart's τ). Timings need the machine to themselves: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+from headstart.chat import encode_chat
+from headstart.config import load_recipe
+from headstart.eval.prompts import load_eval_prompts
+from headstart.eval.serving import (
+    SERVED,
+    _model_folder,
+    acceptance_from_counts,
+    engine_record,
+    eos_ids,
+    headstart_side,
+    run_vllm,
+    vllm_job,
+)
+from headstart.heads.checkpoint import load_heads
+from headstart.heads.export import export, import_heads
+from headstart.target import Target
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("recipe")
+    ap.add_argument("--head", required=True)
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    ap.add_argument("--ngram-k", type=int, default=3)
+    ap.add_argument("--out", default="runs/bench_serving.json")
+    ap.add_argument("overrides", nargs="*")
+    args = ap.parse_intermixed_args()
+
+    recipe = load_recipe(args.recipe, args.overrides)
+    t = recipe.target
+    target = Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation)
+    head = load_heads(args.head, target=target)
+    layout, method = SERVED[head.kind][0][0], SERVED[head.kind][1]
+    cfg = recipe.eval
+    prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
+    dtype, eos = str(target.dtype).removeprefix("torch."), eos_ids(target)
+    with tempfile.TemporaryDirectory(prefix="headstart-bench-serving-") as tmp:
+        folder = export(args.head, target, Path(tmp) / layout, layout, dtype=target.dtype)
+        served = import_heads(folder, target, layout)
+        engines = [{"name": "plain", "speculative_config": None}]
+        engines += [{"name": f"k{k}", "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}}
+                    for k in args.ks]
+        engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": args.ngram_k,
+                                                                "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
+        job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)
+        result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"))
+    ours = {k: headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos, plain=(k == args.ks[0])) for k in args.ks}
+    plain = engine_record(result, "plain")
+    base = plain["tokens"] / plain["seconds"]
+    ref = plain["outputs"]
+    ours_plain = ours[args.ks[0]]["plain"]
+    ours_base = sum(map(len, ours_plain["outputs"])) / ours_plain["seconds"]
+
+    def same(outs):
+        return sum(a == b for a, b in zip(outs, ref))
+
+    rows = [("vLLM plain", "-", 1.0, "-", base, same(plain["outputs"]))]
+    for k in args.ks:
+        r = engine_record(result, f"k{k}")
+        m = r["metrics"]
+        acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
+        rows.append((f"vLLM + head, k={k}", k, acc["mean_acceptance_length"], ours[k]["acceptance"]["mean_acceptance_length"],
+                     r["tokens"] / r["seconds"], same(r["outputs"])))
+    ng = engine_record(result, "ngram")
+    m = ng["metrics"]
+    ng_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
+    rows.append((f"vLLM n-gram, k={args.ngram_k}", args.ngram_k, ng_acc["mean_acceptance_length"], "-", ng["tokens"] / ng["seconds"],
+                 same(ng["outputs"])))
+    rows.append(("headstart plain loop", "-", 1.0, "-", ours_base, same(ours_plain["outputs"])))
+    for k in args.ks:
+        h = ours[k]["head"]
+        rows.append((f"headstart loop + head, chain {k}", k, ours[k]["acceptance"]["mean_acceptance_length"], "-",
+                     sum(map(len, h["outputs"])) / h["seconds"], same(h["outputs"])))
+
+    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    kind = "AVX512-BF16" if "avx512_bf16" in flags else "AVX2"
+    lines = [f"{target.name}, {dtype}, greedy, {len(prompts)} prompts x {cfg.max_new_tokens} tokens, batch 1, "
+             f"{kind} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}",
+             "",
+             "| decoding | k | acceptance length (bonus counted) | headstart's prediction | tokens/s | vs vLLM plain | same as vLLM plain |",
+             "|---|---|---|---|---|---|---|"]
+    def fmt(x) -> str:
+        return x if isinstance(x, str) else f"{x:.2f}"
+
+    for name, k, tau, pred, tps, n in rows:
+        lines.append(f"| {name} | {k} | {fmt(tau)} | {fmt(pred)} | {tps:.1f} | {tps / base:.2f}x | {n}/{len(ref)} |")
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": rows, "engine_load_seconds": {e["name"]: e.get("load_seconds") for e in result["engines"]}},
+                              indent=2, default=str) + "\n")
+    out.with_suffix(".md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Imports run one way between the package's folders (DESIGN.md, the README's layout section).
+
+The core (config, target, adapter, files ...) at the bottom; heads on it and on the decoding
+engine's tree and cache types; the decoding loop knows heads only through the `DraftHead` protocol;
+train on heads and the core, never on decode; eval on decode and heads, never on train; the CLI
+and the demo on top. Every import counts, those inside functions too (a lazy import still runs).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.test_safety import adapted_head
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: folder -> the package its modules are imported as (pyproject's package-dir)
+PACKAGES = {"headstart": "headstart", "heads": "headstart.heads", "train": "headstart.train", "eval": "headstart.eval"}
+#: modules above every folder: the CLI, the demo it runs, `python -m headstart` and the lazy
+#: public API (`headstart/__init__.py` names its modules as strings, imported on first use)
+TOP = {"headstart", "headstart.__main__", "headstart.cli", "headstart.demo"}
+#: layer -> the layers its modules may import (besides their own)
+ALLOWED = {
+    "core": set(),
+    "decode": {"core"},
+    "heads": {"core", "decode"},
+    "train": {"core", "heads"},
+    "eval": {"core", "decode", "heads"},
+    "top": {"core", "decode", "heads", "train", "eval"},
+}
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the package: dotted name -> file."""
+    out = {}
+    for folder, package in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join((package, *parts))
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def layer(module: str) -> str:
+    """The layer of a dotted module name of the package."""
+    if module in TOP:
+        return "top"
+    for prefix, name in (("headstart.decode", "decode"), ("headstart.heads", "heads"),
+                         ("headstart.train", "train"), ("headstart.eval", "eval")):
+        if module == prefix or module.startswith(prefix + "."):
+            return name
+    return "core"
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The package's modules that `path` imports anywhere in it (module level or inside functions);
+    `from headstart import heads` names the submodule `headstart.heads`."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{alias.name}" for alias in node.names}
+            out.update(subs & known or {node.module})
+    return {m for m in out if m == "headstart" or m.startswith("headstart.")}
+
+
+def folder_edges() -> dict[tuple[str, str], list[str]]:
+    """(importing layer, imported layer) -> the imports that make that edge, as 'module -> module'."""
+    files = module_files()
+    edges: dict[tuple[str, str], list[str]] = {}
+    for name, path in files.items():
+        for imported in imported_modules(path, set(files)):
+            a, b = layer(name), layer(imported)
+            if a != b:
+                edges.setdefault((a, b), []).append(f"{name} -> {imported}")
+    return edges
+
+
+def cycle(edges) -> list[str] | None:
+    """A circle in the graph of layers (as a list of layers), or None."""
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+
+    def walk(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        for nxt in sorted(graph.get(node, ())):
+            found = walk(nxt, path + [node])
+            if found:
+                return found
+        return None
+
+    return next((c for c in (walk(n, []) for n in sorted(graph)) if c), None)
+
+
+def test_the_checker_sees_every_import_form(tmp_path):
+    """Module-level, function-level, `import a.b as c` and `from package import submodule`."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import headstart.heads as registry\n"
+        "from headstart import heads\n"
+        "from headstart.config import load_recipe\n"
+        "import torch\n"
+        "def f():\n"
+        "    from headstart.train import joint\n"
+        "    import headstart.eval.run\n"
+    )
+    known = {"headstart.heads", "headstart.train.joint", "headstart.config", "headstart.eval.run"}
+    assert imported_modules(source, known) == {
+        "headstart.heads", "headstart.config", "headstart.train.joint", "headstart.eval.run",
+    }
+    assert cycle({("heads", "train"), ("train", "heads")}) == ["heads", "train", "heads"]
+    assert cycle({("train", "heads"), ("heads", "core")}) is None
+    assert layer("headstart.decode.tree") == "decode" and layer("headstart.adapter") == "core"
+    assert layer("headstart.cli") == "top" and layer("headstart.heads") == "heads"
+
+
+def test_no_import_circle_between_folders():
+    edges = folder_edges()
+    assert ("heads", "decode") in edges and ("train", "heads") in edges  # the checker sees the real graph
+    found = cycle(edges)
+    assert found is None, f"import circle between folders {' -> '.join(found)}: " + "; ".join(
+        edges[pair][0] for pair in zip(found, found[1:])
+    )
+
+
+def test_imports_follow_the_layers():
+    wrong = {pair: imports for pair, imports in folder_edges().items() if pair[1] not in ALLOWED[pair[0]]}
+    assert not wrong, "imports against DESIGN.md's direction: " + "; ".join(
+        f"{a} may not import {b} ({', '.join(imports)})" for (a, b), imports in sorted(wrong.items())
+    )
+
+
+def test_heads_and_decode_never_import_training_code():
+    edges = folder_edges()
+    assert not edges.get(("heads", "train")) and not edges.get(("decode", "train"))
+
+
+def test_loading_a_medusa2_head_runs_no_training_code(tmp_path):
+    """A head with its LoRA adapter loads and decodes in a process that never imports headstart.train."""
+    adapted_head(tmp_path / "h")
+    script = (
+        "import json, sys, torch\n"
+        "import headstart as hs\n"
+        "from tests.conftest import tiny_target\n"
+        "target = tiny_target('llama')\n"
+        f"heads = hs.load_heads({str(tmp_path / 'h')!r}, target=target)\n"
+        "out = hs.SpeculativeGenerator(target, heads).generate(torch.tensor([[1, 2, 3]]), max_new_tokens=4)\n"
+        "print(json.dumps({'adapter': target.adapter is not None, 'new': out.sequences.shape[1] - 3,\n"
+        "                  'train': sorted(m for m in sys.modules if m.startswith('headstart.train'))}))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1]) == {"adapter": True, "new": 4, "train": []}
