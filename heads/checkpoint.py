@@ -57,8 +57,7 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     if target is not None and getattr(target, "adapter", None):
         # Medusa-2: the LoRA adapter the heads were trained with goes beside them (PEFT's files);
         # loading the head puts it back on the target, which then verifies as the adapted model.
-        config["adapter"] = save_adapter(target, folder)
-        checksums[ADAPTER_WEIGHTS] = sha256_file(folder / ADAPTER_WEIGHTS)
+        config["adapter"], checksums[ADAPTER_WEIGHTS] = save_adapter(target, folder)
     config[CHECKSUMS] = checksums
     write_json(folder / CONFIG_NAME, config)
     return folder

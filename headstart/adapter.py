@@ -81,16 +81,20 @@ def adapter_state(target) -> dict[str, torch.Tensor]:
     return {PEFT_PREFIX + k: v.detach().contiguous().cpu() for k, v in sd.items()}
 
 
-def save_adapter(target, folder: Path) -> dict:
-    """Write adapter_config.json + adapter_model.safetensors into `folder` (renamed into place)."""
+def save_adapter(target, folder: Path) -> tuple[dict, str]:
+    """Write adapter_config.json + adapter_model.safetensors into `folder` (renamed into place).
+
+    Returns the head config's `adapter` entry and the SHA-256 of the weights file (for its checksums).
+    """
     if not lora_layers(target):
         raise AdapterError("the target carries no adapter to save")
     peft_config = target.adapter["config"]
-    write_safetensors(folder / ADAPTER_WEIGHTS, adapter_state(target), {"format": "pt"})
+    digest = write_safetensors(folder / ADAPTER_WEIGHTS, adapter_state(target), {"format": "pt"})
     cfg = peft_config.to_dict()
     cfg["target_modules"] = sorted(cfg["target_modules"]) if isinstance(cfg["target_modules"], set) else cfg["target_modules"]
     write_json(folder / ADAPTER_CONFIG, cfg)
-    return {"config": ADAPTER_CONFIG, "weights": ADAPTER_WEIGHTS, "r": peft_config.r, "lora_alpha": peft_config.lora_alpha}
+    entry = {"config": ADAPTER_CONFIG, "weights": ADAPTER_WEIGHTS, "r": peft_config.r, "lora_alpha": peft_config.lora_alpha}
+    return entry, digest
 
 
 def load_adapter(target, folder: str | Path) -> None:

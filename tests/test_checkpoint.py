@@ -136,16 +136,9 @@ def test_flipped_tensor_bytes_are_refused_and_old_configs_still_load(tmp_path):
 
 def test_flipped_adapter_bytes_are_refused(tmp_path):
     """Medusa-2: the adapter weights file saved beside the head is checked too."""
-    from headstart.adapter import adapter_parameters, add_adapter
-    from headstart.config import TrainConfig
-    from headstart.train.joint import lora_config
+    from tests.test_safety import adapted_head
 
-    target = tiny_target("llama")
-    add_adapter(target, lora_config(TrainConfig(lora_r=2, lora_alpha=4), target))
-    with torch.no_grad():
-        for p in adapter_parameters(target):
-            p.add_(torch.randn_like(p) * 0.1)
-    hs.heads.build("medusa", target, num_heads=2).save_pretrained(tmp_path / "h", target)
+    adapted_head(tmp_path / "h")
     config = json.loads((tmp_path / "h" / "config.json").read_text())
     assert sorted(config["sha256"]) == ["adapter_model.safetensors", "model.safetensors"]
     assert hs.load_heads(tmp_path / "h", target=tiny_target("llama")).num_heads == 2

@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.integrations import TensorBoardCallback, is_deepspeed_zero3_enabled
@@ -32,7 +31,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 import headstart.heads as heads_registry
 from headstart.adapter import ADAPTER_WEIGHTS, adapter_parameters, add_adapter, set_adapter_weights
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
-from headstart.heads.checkpoint import CONFIG_NAME, save_heads
+from headstart.heads.checkpoint import CONFIG_NAME, read_config, read_weights, save_heads
 from headstart.target import Target, gathered, is_partitioned, resolve_dtype
 from headstart.train.data import build_examples, collate, split
 from headstart.train.features import batch_features, training_dataset
@@ -187,12 +186,14 @@ class HeadTrainer(Trainer):
         return super().create_optimizer()
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
-        """Resume: the head's weights from model.safetensors, the adapter (joint mode) beside it."""
+        """Resume: the head's weights from model.safetensors, the adapter (joint mode) beside it, each
+        checked against the SHA-256 its config.json recorded, as loading a head checks them."""
         module = self.accelerator.unwrap_model(model if model is not None else self.model)
         folder = Path(resume_from_checkpoint)
-        module.heads.load_state_dict(load_file(folder / "model.safetensors"), strict=True)
+        config = read_config(folder)
+        module.heads.load_state_dict(read_weights(folder, config), strict=True)
         if module.joint:
-            set_adapter_weights(self.target, load_file(folder / ADAPTER_WEIGHTS))
+            set_adapter_weights(self.target, read_weights(folder, config, ADAPTER_WEIGHTS))
 
     def _get_train_sampler(self, train_dataset=None):
         # Length-grouped batches from the dataset's own lengths: the stock sampler would read every
