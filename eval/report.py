@@ -31,7 +31,13 @@ def method_name(entry: dict, kinds: dict[str, str]) -> str:
 def _tree_text(tree: dict | None) -> str:
     if not tree:
         return "—"
-    return f"{tree['size']} nodes, depth {tree['depth']}, top-{tree['top_k']} ({tree['kind']})"
+    lookup = tree.get("lookup")
+    if lookup and not lookup["branch"]:
+        return f"chain of ≤ {lookup['max_tokens']} copied tokens, n-gram ≤ {lookup['max_ngram']} (prompt lookup)"
+    text = f"{tree['size']} nodes, depth {tree['depth']}, top-{tree['top_k']} ({tree['kind']})"
+    if lookup:
+        text += f" + lookup branch ≤ {lookup['max_tokens']} tokens, n-gram ≤ {lookup['max_ngram']}"
+    return text
 
 
 def _x(value) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import platform
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,21 +24,13 @@ from tqdm.auto import tqdm
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.lookup import verified_bounds
 from headstart.decode.verify import acceptance_length
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats
+from headstart.eval.methods import Methods, build_methods
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
 from headstart.eval.report import format_table, write_outputs
-from headstart.eval.speed import (
-    Decoded,
-    EvalError,
-    Sampling,
-    eos_ids,
-    load_assistant,
-    relative_forward_cost,
-    run_hf,
-    run_plain,
-    run_speculative,
-)
+from headstart.eval.speed import Decoded, EvalError, Sampling, relative_forward_cost
 
 SCHEMA_VERSION = 1
 __all__ = ["SCHEMA_VERSION", "evaluate", "format_table"]
@@ -56,6 +48,13 @@ def _named_heads(heads) -> dict:
     return named
 
 
+def _check_labels(named: dict) -> None:
+    """No head may carry a baseline's name: labels name methods in every output."""
+    clash = set(named) & {"plain", "hf_generate", "hf_prompt_lookup", "hf_assisted"}
+    if clash:
+        raise EvalError(f"a head may not be labelled {sorted(clash)[0]!r}: that names a baseline; pick another label")
+
+
 def _head_info(label: str, heads) -> dict:
     options = getattr(heads, "options", {}) or {}
     return {
@@ -65,17 +64,22 @@ def _head_info(label: str, heads) -> dict:
     }
 
 
-def _warm_up(target, gens: dict, assistant, cfg: EvalConfig, eos: list[int]) -> None:
-    """One short decode per method, so that one-time costs do not land on the first prompt."""
-    ids = encode_chat(target.tokenizer, [{"role": "user", "content": "Hello"}])
-    s = Sampling()
-    run_plain(target, ids, 4, s, eos)
-    for gen in gens.values():
-        run_speculative(gen, ids, 4, s, eos)
-    if cfg.peers:
-        run_hf(target, ids, 4, s, eos)
-    if assistant is not None:
-        run_hf(target, ids, 4, s, eos, assistant_model=assistant)
+@dataclass
+class Turn:
+    """One turn of one prompt as one method decoded it, beside plain decoding's tokens (the reference)."""
+
+    prompt: EvalPrompt
+    index: int  # 0: the prompt's first question; i: its i-th follow-up
+    decoded: Decoded
+    plain: list[int]  # plain decoding's new tokens for the same turn
+
+
+@dataclass
+class Decodings:
+    """Every decoded turn, and the heads' steps that the HTML report colours."""
+
+    turns: dict[float, dict[str, list[Turn]]]  # temperature -> method -> turns, in decoding order
+    traces: list[dict]  # one per head and turn: its messages, tokens and verification steps
 
 
 def evaluate(
@@ -98,92 +102,87 @@ def evaluate(
     if target.tokenizer is None:
         raise EvalError("evaluation needs the target's tokenizer (Target(model, tokenizer))")
     named = _named_heads(heads)
-    clash = set(named) & {"plain", "hf_generate", "hf_prompt_lookup", "hf_assisted"}
-    if clash:
-        raise EvalError(f"a head may not be labelled {sorted(clash)[0]!r}: that names a baseline; pick another label")
+    _check_labels(named)
     if peers is not None:
         cfg = replace(cfg, peers=peers)
+    temperatures = _temperatures(cfg)
+    files = cfg.prompts if prompts is None else ""  # the report names no files for prompts handed over in code
+    if prompts is None:
+        prompts = load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)
+    methods = build_methods(target, named, decode, cfg, tree)
+    if warmup:
+        methods.warm_up()
+    decoded = _decode_all(methods, prompts, temperatures, progress)
+    report = _report(methods, decoded, _prompt_info(files, prompts, cfg.max_new_tokens))
+    if cfg.output:
+        write_outputs(report, decoded.traces, target.tokenizer, Path(cfg.output))
+    return report
+
+
+def _temperatures(cfg: EvalConfig) -> list[float]:
+    """cfg.temperatures without repeats, in order (greedy alone when empty); each must be >= 0."""
     temperatures = list(dict.fromkeys(float(t) for t in cfg.temperatures)) or [0.0]
     if any(t < 0 for t in temperatures):
         raise EvalError(f"temperatures must be >= 0, got {temperatures}")
-    given = prompts
-    if prompts is None:
-        prompts = load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)
-    gens = {label: SpeculativeGenerator(
-        target, h, tree=tree or decode.tree, tree_size=decode.tree_size,
-        depth=decode.depth, top_k=decode.top_k, total_tokens=decode.total_tokens,
-    ) for label, h in named.items()}
-    assistant = load_assistant(cfg.assistant, target) if cfg.assistant else None
-    eos = eos_ids(target)
-    if warmup:
-        _warm_up(target, gens, assistant, cfg, eos)
+    return temperatures
 
-    methods = ["plain", *gens]
-    if cfg.peers:
-        methods += ["hf_generate", "hf_prompt_lookup"]
-    if assistant is not None:
-        methods.append("hf_assisted")
 
-    def decode_with(method: str, ids: torch.Tensor, s: Sampling) -> Decoded:
-        n = cfg.max_new_tokens
-        if method == "plain":
-            return run_plain(target, ids, n, s, eos)
-        if method in gens:
-            return run_speculative(gens[method], ids, n, s, eos)
-        if method == "hf_generate":
-            return run_hf(target, ids, n, s, eos)
-        if method == "hf_prompt_lookup":
-            return run_hf(target, ids, n, s, eos, prompt_lookup_num_tokens=cfg.prompt_lookup_tokens)
-        return run_hf(target, ids, n, s, eos, assistant_model=assistant)
-
-    turns_total = sum(1 + len(p.followups) for p in prompts)
-    # results[temperature][method] = list of (prompt, turn, Decoded, plain tokens)
-    results: dict[float, dict[str, list]] = {}
-    traces: list[dict] = []
-    bar = tqdm(total=turns_total * len(temperatures), desc="eval", unit="turn", disable=not progress)
+def _decode_all(methods: Methods, prompts: list[EvalPrompt], temperatures: list[float], progress: bool) -> Decodings:
+    """Every turn of every prompt by every method, at every temperature (a prompt's seed: cfg.seed + its index)."""
+    decoded = Decodings(turns={}, traces=[])
+    bar = tqdm(total=_turn_count(prompts) * len(temperatures), desc="eval", unit="turn", disable=not progress)
     for temperature in temperatures:
-        per_method: dict[str, list] = {m: [] for m in methods}
+        decoded.turns[temperature] = {m: [] for m in methods.names}
         for i, p in enumerate(prompts):
-            messages = list(p.messages)
-            for turn in range(1 + len(p.followups)):
-                ids = encode_chat(target.tokenizer, messages).to(target.device)
-                s = Sampling(temperature=temperature, seed=cfg.seed + i if temperature > 0 else None)
-                outs = {m: decode_with(m, ids, s) for m in methods}
-                for m in methods:
-                    per_method[m].append((p, turn, outs[m], outs["plain"].tokens))
-                for label in gens:
-                    traces.append({
-                        "temperature": temperature, "head": label, "id": p.id, "category": p.category, "turn": turn,
-                        "messages": messages, "tokens": outs[label].tokens, "steps": outs[label].steps,
-                        "plain_tokens": outs["plain"].tokens,
-                    })
-                if turn < len(p.followups):  # the next turn follows the target's own (plain) answer
-                    answer = target.tokenizer.decode(outs["plain"].tokens, skip_special_tokens=True)
-                    messages = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": p.followups[turn]}]
-                bar.update(1)
-        results[temperature] = per_method
+            s = Sampling(temperature=temperature, seed=methods.cfg.seed + i if temperature > 0 else None)
+            _decode_conversation(methods, p, s, decoded, bar)
     bar.close()
+    return decoded
 
-    verify_tokens = {label: gen.tree_settings()["size"] + 1 for label, gen in gens.items()}
+
+def _decode_conversation(methods: Methods, p: EvalPrompt, s: Sampling, decoded: Decodings, bar: tqdm) -> None:
+    """One prompt's turns, each by every method, added to `decoded`; a later turn follows the
+    target's own (plain) answer to the one before, so every method answers the same conversation."""
+    tokenizer = methods.target.tokenizer
+    messages = list(p.messages)
+    for turn in range(1 + len(p.followups)):
+        ids = encode_chat(tokenizer, messages).to(methods.target.device)
+        outs = {m: methods.decode(m, ids, s) for m in methods.names}
+        for m in methods.names:
+            decoded.turns[s.temperature][m].append(Turn(prompt=p, index=turn, decoded=outs[m], plain=outs["plain"].tokens))
+        for label in methods.gens:
+            decoded.traces.append({
+                "temperature": s.temperature, "head": label, "id": p.id, "category": p.category, "turn": turn,
+                "messages": messages, "tokens": outs[label].tokens, "steps": outs[label].steps,
+                "plain_tokens": outs["plain"].tokens,
+            })
+        if turn < len(p.followups):
+            answer = tokenizer.decode(outs["plain"].tokens, skip_special_tokens=True)
+            messages = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": p.followups[turn]}]
+        bar.update(1)
+
+
+def _report(methods: Methods, decoded: Decodings, prompt_info: dict) -> dict:
+    """The report (schema in docs/eval.md): what ran on what, then each method's summary and every
+    turn's row at each temperature; floats rounded."""
+    target, gens, cfg = methods.target, methods.gens, methods.cfg
+    verify_tokens = methods.verify_tokens()
     cost = relative_forward_cost(target, sorted(set(verify_tokens.values()))) if gens else {}
     report = {
         "schema_version": SCHEMA_VERSION,
         "target": {"name": target.name, "dtype": str(target.dtype).replace("torch.", ""), "vocab_size": target.vocab_size},
         "machine": _machine(target),
-        "prompts": _prompt_info(cfg.prompts if given is None else "", prompts, turns_total, cfg.max_new_tokens),
-        "sampling": {"temperatures": temperatures, "seed": cfg.seed, "top_p": 1.0, "top_k": 0},
-        "heads": [{**_head_info(label, named[label]), "tree": gens[label].tree_settings()} for label in gens],
+        "prompts": prompt_info,
+        "sampling": {"temperatures": list(decoded.turns), "seed": cfg.seed, "top_p": 1.0, "top_k": 0},
+        "heads": [{**_head_info(label, methods.heads[label]), "tree": gen.tree_settings()} for label, gen in gens.items()],
         "forward_cost": {str(n): c for n, c in cost.items()},
         "results": [
-            {"temperature": t, "methods": [_summarise(m, per, results[t]["plain"], gens, cost, verify_tokens, t, cfg) for m, per in results[t].items()]}
-            for t in temperatures
+            {"temperature": t, "methods": [_summarise(m, turns, by_method["plain"], methods, cost, t) for m, turns in by_method.items()]}
+            for t, by_method in decoded.turns.items()
         ],
-        "rows": [_row(t, m, p, turn, d, plain) for t in temperatures for m, per in results[t].items() for p, turn, d, plain in per],
+        "rows": [_row(t, m, turn) for t, by_method in decoded.turns.items() for m, turns in by_method.items() for turn in turns],
     }
-    report = round_floats(report)
-    if cfg.output:
-        write_outputs(report, traces, target.tokenizer, Path(cfg.output))
-    return report
+    return round_floats(report)
 
 
 def _machine(target) -> dict:
@@ -198,7 +197,12 @@ def _machine(target) -> dict:
     }
 
 
-def _prompt_info(files: str, prompts: list[EvalPrompt], turns: int, max_new_tokens: int) -> dict:
+def _turn_count(prompts: list[EvalPrompt]) -> int:
+    """Turns per method and temperature: each prompt's first question and its follow-ups."""
+    return sum(1 + len(p.followups) for p in prompts)
+
+
+def _prompt_info(files: str, prompts: list[EvalPrompt], max_new_tokens: int) -> dict:
     """What was decoded; `files` is empty when the prompts were handed over in code."""
     categories: dict[str, int] = defaultdict(int)
     for p in prompts:
@@ -206,7 +210,7 @@ def _prompt_info(files: str, prompts: list[EvalPrompt], turns: int, max_new_toke
     return {
         "files": [f.strip() for f in str(files).split(",") if f.strip()],
         "count": len(prompts),
-        "turns": turns,
+        "turns": _turn_count(prompts),
         "max_new_tokens": max_new_tokens,
         "categories": dict(sorted(categories.items())),
     }
@@ -216,34 +220,38 @@ def _first_difference(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def _row(t: float, method: str, p: EvalPrompt, turn: int, d: Decoded, plain: list[int]) -> dict:
+def _row(t: float, method: str, turn: Turn) -> dict:
+    """One turn of one method at temperature t, as the report's rows list it."""
+    d = turn.decoded
     steps = d.accepted_per_step
     return {
         "temperature": t,
         "method": method,
-        "id": p.id,
-        "category": p.category,
-        "turn": turn,
+        "id": turn.prompt.id,
+        "category": turn.prompt.category,
+        "turn": turn.index,
         "new_tokens": len(d.tokens),
         "seconds": d.seconds,
         "tau": acceptance_length(steps) if steps else None,
-        "match": d.tokens == plain if t == 0 else None,
+        "match": d.tokens == turn.plain if t == 0 else None,
     }
 
 
-def _rate(entries: list) -> tuple[int, float]:
-    tokens = sum(len(d.tokens) for _, _, d, _ in entries)
-    seconds = sum(d.seconds for _, _, d, _ in entries)
+def _rate(turns: list[Turn]) -> tuple[int, float]:
+    """New tokens and seconds summed over `turns`."""
+    tokens = sum(len(t.decoded.tokens) for t in turns)
+    seconds = sum(t.decoded.seconds for t in turns)
     return tokens, seconds
 
 
-def _summarise(method, entries, plain_entries, gens, cost, verify_tokens, temperature, cfg) -> dict:
+def _summarise(method: str, turns: list[Turn], plain_turns: list[Turn], methods: Methods, cost: dict[int, float], temperature: float) -> dict:
     """One method at one temperature: speed, speedup, acceptance, greedy match and the bound."""
-    tokens, seconds = _rate(entries)
-    p_tokens, p_seconds = _rate(plain_entries)
+    cfg = methods.cfg
+    tokens, seconds = _rate(turns)
+    p_tokens, p_seconds = _rate(plain_turns)
     plain_tps = p_tokens / p_seconds if p_seconds else 0.0
     tps = tokens / seconds if seconds else 0.0
-    gen = gens.get(method)
+    gen = methods.gens.get(method)
     entry = {
         "method": method if gen is None else "headstart",
         "label": method,
@@ -265,44 +273,56 @@ def _summarise(method, entries, plain_entries, gens, cost, verify_tokens, temper
     else:
         entry["peer_options"] = None
     if gen is not None:
-        settings = gen.tree_settings()
-        steps = [a for _, _, d, _ in entries for a in d.accepted_per_step]
-        drafted = sum(s["tree_size"] for _, _, d, _ in entries for s in d.steps)
-        stats = acceptance_stats(steps, settings["depth"], drafted)
-        entry["target_forwards"] = stats["steps"] + len(entries)  # verifications plus one prefill per turn
+        drafted = sum(s["tree_size"] for t in turns for s in t.decoded.steps)
+        stats = acceptance_stats(_accepted(turns), verified_bounds(gen.tree_settings())[0], drafted)
+        entry["target_forwards"] = stats["steps"] + len(turns)  # verifications plus one prefill per turn
         entry["acceptance"] = stats
-        bound = free_drafter_bound(stats["tau"], cost, verify_tokens[method])
-        real = entry["speedup"]
-        bound["real_speedup"] = real
-        bound["lost_to_drafting"] = 1 - real / bound["free_drafter_speedup"] if real else None
-        entry["bound"] = bound
+        entry["bound"] = _bound(stats["tau"], cost, methods.verify_tokens()[method], entry["speedup"])
     if temperature == 0:
-        matched = [d.tokens == plain for _, _, d, plain in entries]
-        agree = [_first_difference(d.tokens, plain) for _, _, d, plain in entries]
-        entry["greedy_match"] = {
-            "reference": "plain",
-            "matched": sum(matched),
-            "of": len(matched),
-            "rate": sum(matched) / len(matched) if matched else None,
-            "mean_agree_prefix": sum(agree) / len(agree) if agree else None,
-        }
-    entry["per_category"] = _per_category(entries, plain_entries, gen)
+        entry["greedy_match"] = _greedy_match(turns)
+    entry["per_category"] = _per_category(turns, plain_turns, gen)
     return entry
 
 
-def _per_category(entries, plain_entries, gen) -> dict:
+def _accepted(turns: list[Turn]) -> list[int]:
+    """Drafts accepted at each verification step, over every turn."""
+    return [a for t in turns for a in t.decoded.accepted_per_step]
+
+
+def _bound(tau: float, cost: dict[int, float], verify_tokens: int, real: float | None) -> dict:
+    """The speedup a free drafter would reach at this τ, beside the real one and the share drafting lost."""
+    bound = free_drafter_bound(tau, cost, verify_tokens)
+    bound["real_speedup"] = real
+    bound["lost_to_drafting"] = 1 - real / bound["free_drafter_speedup"] if real else None
+    return bound
+
+
+def _greedy_match(turns: list[Turn]) -> dict:
+    """At temperature 0: how many turns equal plain decoding's, and the mean length they agree for."""
+    matched = [t.decoded.tokens == t.plain for t in turns]
+    agree = [_first_difference(t.decoded.tokens, t.plain) for t in turns]
+    return {
+        "reference": "plain",
+        "matched": sum(matched),
+        "of": len(matched),
+        "rate": sum(matched) / len(matched) if matched else None,
+        "mean_agree_prefix": sum(agree) / len(agree) if agree else None,
+    }
+
+
+def _per_category(turns: list[Turn], plain_turns: list[Turn], gen: SpeculativeGenerator | None) -> dict:
     """Speedup (tokens/s ratio: bf16 outputs may differ in length) and τ per prompt category."""
-    groups: dict[str, list] = defaultdict(list)
-    plain_groups: dict[str, list] = defaultdict(list)
-    for e in entries:
-        groups[e[0].category].append(e)
-    for e in plain_entries:
-        plain_groups[e[0].category].append(e)
+    groups: dict[str, list[Turn]] = defaultdict(list)
+    plain_groups: dict[str, list[Turn]] = defaultdict(list)
+    for t in turns:
+        groups[t.prompt.category].append(t)
+    for t in plain_turns:
+        plain_groups[t.prompt.category].append(t)
     out = {}
     for cat in sorted(groups):
         tokens, seconds = _rate(groups[cat])
         p_tokens, p_seconds = _rate(plain_groups[cat])
-        steps = [a for _, _, d, _ in groups[cat] for a in d.accepted_per_step]
+        steps = _accepted(groups[cat])
         out[cat] = {
             "turns": len(groups[cat]),
             "tokens_per_s": tokens / seconds if seconds else 0.0,

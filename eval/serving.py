@@ -232,6 +232,28 @@ def _model_folder(name_or_path: str) -> str:
     return name_or_path
 
 
+def check_k(head, k: int) -> None:
+    """k draft tokens per step is something the head can draft: at least 1; at most one per Medusa head,
+    at most the K slots a parallel-drafting (P-EAGLE) head was trained for."""
+    if k < 1 or (head.kind == "medusa" and k > head.options["num_heads"]):
+        most = f" (this Medusa head drafts at most {head.options['num_heads']}: one token per head)" if head.kind == "medusa" else ""
+        raise ServingError(f"k = {k}: give 1 or more draft tokens per step{most}")
+    if head.options.get("parallel_drafting") and k > head.options["parallel_tokens"]:
+        raise ServingError(
+            f"k = {k}: this parallel-drafting head was trained for {head.options['parallel_tokens']} slots "
+            f"(head.parallel_tokens); serve it with k <= {head.options['parallel_tokens']}"
+        )
+
+
+def head_speculative_config(head, method: str, folder, k: int) -> dict:
+    """vLLM's speculative_config for an exported head: a parallel-drafting (P-EAGLE) head needs
+    `parallel_drafting: true`, without which vLLM drafts it one token per forward and skips mask_hidden."""
+    config = {"method": method, "model": str(folder), "num_speculative_tokens": k}
+    if head.options.get("parallel_drafting"):
+        config["parallel_drafting"] = True
+    return config
+
+
 def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str | None = None, ngram: bool = True,
                 output: str | Path | None = None, timeout: float = 1800.0) -> dict:
     """Export the head, serve it in vLLM beside plain and n-gram decoding, decode the same prompts
@@ -248,9 +270,7 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
     layout = layout or layouts[0]
     if layout not in layouts:
         raise ServingError(f"a {head.kind} head is served by vLLM from the layouts {', '.join(layouts)}, not {layout!r}")
-    if k < 1 or (head.kind == "medusa" and k > head.options["num_heads"]):
-        most = f" (this Medusa head drafts at most {head.options['num_heads']}: one token per head)" if head.kind == "medusa" else ""
-        raise ServingError(f"k = {k}: give 1 or more draft tokens per step{most}")
+    check_k(head, k)
     cfg = recipe.eval
     prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
     dtype = str(target.dtype).removeprefix("torch.")
@@ -260,7 +280,7 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         served = import_heads(folder, target, layout)  # what vLLM serves, as a headstart head
         # The speculators layout needs the method named: without it vLLM 0.32's engine crashes.
         engines = [{"name": "plain", "speculative_config": None},
-                   {"name": "head", "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}}]
+                   {"name": "head", "speculative_config": head_speculative_config(head, method, folder, k)}]
         if ngram:
             engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": k,
                                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 1}})

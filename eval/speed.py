@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from headstart.decode.generate import SpeculativeGenerator, plain_generate
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.plain import plain_generate
 from headstart.decode.tune import forward_cost
 from headstart.errors import HeadstartError
 

@@ -37,7 +37,7 @@ DRAFT_FIELDS = (
     "num_key_value_heads", "head_dim", "hidden_act", "rms_norm_eps", "rope_parameters", "rope_theta",
     "max_position_embeddings", "vocab_size", "draft_vocab_size", "target_hidden_size", "norm_before_residual",
     "norm_before_fc", "fc_norm", "norm_output", "eagle_aux_hidden_state_layer_ids", "eagle_config",
-    "attention_bias", "num_heads", "truncated_vocab_size", "original_lm_head", "medusa_fc_bias",
+    "attention_bias", "num_heads", "truncated_vocab_size", "original_lm_head", "medusa_fc_bias", "ptd_token_id",
 )
 
 
@@ -78,6 +78,7 @@ def draft_config(llm) -> dict | None:
     fields["method"] = spec.method
     fields["dtype"] = str(spec.draft_model_config.dtype).removeprefix("torch.")
     fields["max_model_len"] = spec.draft_model_config.max_model_len
+    fields["parallel_drafting"] = bool(getattr(spec, "parallel_drafting", False))  # P-EAGLE: one forward per draft
     return json.loads(json.dumps(fields, default=str))
 
 

@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 from headstart.heads.eagle import EagleHead
 from headstart.heads.eagle3 import Eagle3Head
 from headstart.heads.medusa import MedusaHeads
@@ -25,13 +28,26 @@ def head_class(kind: str) -> type:
 
 
 def build(kind: str, target, **options):
-    """A new, untrained head of `kind` for `target`."""
-    return head_class(kind).build(target, **options)
+    """A new, untrained head of `kind` for `target`; an option the kind does not take is a HeadOptionsError."""
+    cls = head_class(kind)
+    takes = [name for name in inspect.signature(cls.build).parameters if name != "target"]
+    unknown = sorted(set(options) - set(takes))
+    if unknown:
+        raise HeadOptionsError(f"a {kind} head takes no option {unknown[0]!r}; its options are: {', '.join(takes)}")
+    return cls.build(target, **options)
 
 
 def recipe_options(head_config) -> dict:
-    """The build options a recipe's `head` section sets for its kind (fields left at None are left out)."""
+    """The build options a recipe's `head` section sets for its kind (fields left at None are left out).
+    An opt-in field (default None or false) of other kinds, set for this one, is refused: it would be ignored."""
     cls = head_class(head_config.kind)
+    for f in dataclasses.fields(head_config):
+        takers = sorted(k for k, c in REGISTRY.items() if f.name in c.recipe_fields)
+        if takers and f.name not in cls.recipe_fields and f.default in (None, False) and getattr(head_config, f.name) not in (None, False):
+            raise HeadOptionsError(
+                f"head.{f.name} is an option of {' and '.join(takers)} heads, but head.kind is {head_config.kind!r}: "
+                f"remove head.{f.name}, or set head.kind={takers[0]}"
+            )
     return {k: getattr(head_config, k) for k in cls.recipe_fields if getattr(head_config, k) is not None}
 
 

@@ -10,19 +10,15 @@ Nothing is ever unpickled.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 from pathlib import Path
 
-from safetensors import SafetensorError
-from safetensors.torch import load_file
-
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterError, load_adapter, save_adapter
-from headstart.errors import HeadstartError
-from headstart.files import sha256_file, write_json, write_safetensors
+from headstart.files import is_head_config, sha256_file, write_json, write_safetensors
 from headstart.heads.options import HeadOptionsError, check_head_config
+from headstart.heads.reading import CheckpointError, read_json, read_safetensors
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
@@ -31,10 +27,6 @@ WEIGHTS_NAME = "model.safetensors"
 CHECKSUMS = "sha256"
 
 log = logging.getLogger(__name__)
-
-
-class CheckpointError(HeadstartError):
-    """A head checkpoint that is missing, corrupt, or made for another target."""
 
 
 def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None, state: dict | None = None) -> Path:
@@ -66,13 +58,7 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
 def _refuse_foreign_config(folder: Path) -> None:
     """Refuse to save a head over a config.json that is not a head's (a model's, a serving export's)."""
     path = folder / CONFIG_NAME
-    if not path.is_file():
-        return
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError):
-        config = None
-    if not (isinstance(config, dict) and "format_version" in config and "kind" in config):
+    if path.is_file() and not is_head_config(path):
         raise CheckpointError(
             f"{folder} holds a {CONFIG_NAME} that is not a headstart head's (a model or an export?); saving a head "
             f"there would overwrite it. Save the head to a new folder."
@@ -113,10 +99,7 @@ def read_config(folder: Path) -> dict:
     path = folder / CONFIG_NAME
     if not path.is_file():
         raise CheckpointError(f"{folder} is not a headstart head: {CONFIG_NAME} is missing")
-    try:
-        config = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e}); the checkpoint is corrupt") from None
+    config = read_json(path)
     missing = [k for k in ("format_version", "kind", "head", "hidden_size", "vocab_size", "target") if k not in config]
     if missing:
         raise CheckpointError(f"{path} lacks the keys {missing}; it was not written by headstart")
@@ -145,11 +128,7 @@ def verify_checksum(folder: Path, config: dict, name: str) -> Path:
 
 def read_weights(folder: Path, config: dict, name: str = WEIGHTS_NAME) -> dict:
     """The tensors of a head folder's weights file, verified against config.json's checksum."""
-    path = verify_checksum(folder, config, name)
-    try:
-        return load_file(path)
-    except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{path} is not a readable safetensors file ({e}); the checkpoint is corrupt") from None
+    return read_safetensors(verify_checksum(folder, config, name))
 
 
 def check_options(folder: Path, config: dict) -> None:

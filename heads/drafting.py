@@ -20,14 +20,8 @@ import torch
 from torch import nn
 
 from headstart.decode.cache import truncate
-from headstart.decode.tree import (
-    DraftState,
-    DynamicTreeSpec,
-    Proposal,
-    frontier_attention,
-    grow_tree,
-    select_dynamic_tree,
-)
+from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.dynamic import DynamicTreeSpec, frontier_attention, grow_tree, select_dynamic_tree
 from headstart.target import float_mask
 
 

@@ -16,9 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headstart.decode.tree import DynamicTreeSpec
+from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.errors import HeadstartError
 from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary, causal_mask, single_layer_config
+from headstart.heads.losses import CE, Objective, soft_draft_loss
 from headstart.heads.medusa import index_in_draft_vocab
 from headstart.heads.options import draft_size, draft_vocab_size
 from headstart.target import WeightRows
@@ -108,7 +109,7 @@ class EagleHead(FeatureHead):
     def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
         return self.loss(
             out.hidden, batch["input_ids"], batch["loss_mask"], cfg.feature_loss_weight, cfg.ce_loss_weight,
-            cfg.feature_noise if self.training else 0.0,
+            cfg.feature_noise if self.training else 0.0, Objective.from_config(cfg),
         )
 
     def loss(
@@ -119,6 +120,7 @@ class EagleHead(FeatureHead):
         feature_weight: float = 1.0,
         ce_weight: float = 0.1,
         noise: float = 0.2,
+        objective: Objective = CE,
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """EAGLE's loss over assistant tokens; hidden (B, T, D) the target's last hidden states.
 
@@ -142,12 +144,12 @@ class EagleHead(FeatureHead):
         with torch.no_grad():
             target_p = self.draft_logits(f_true).float().softmax(-1)  # the target's own distribution
         draft_logp = self.draft_logits(p_hat).float().log_softmax(-1)
-        ce = -(target_p * draft_logp).sum(-1).mean()
+        term = soft_draft_loss(draft_logp, target_p, objective)  # `objective`'s loss; CE by default
         with torch.no_grad():
             labels = self.draft_index(input_ids[:, 2:][valid])
             top1 = draft_logp.argmax(-1)
             acc = (top1 == labels).float().mean().item()
             agree = (top1 == target_p.argmax(-1)).float().mean().item()
-        loss = feature_weight * feature_loss + ce_weight * ce
-        return loss, {"feature_loss": feature_loss.item(), "ce": ce.item(), "step0_top1": acc,
-                      "step0_agree": agree, "sim_accept_length": 1 + acc}
+        loss = feature_weight * feature_loss + ce_weight * term.loss
+        return loss, {"feature_loss": feature_loss.item(), "ce": term.ce.item(), "step0_top1": acc,
+                      "step0_agree": agree, "step0_accept": term.accept.item(), "sim_accept_length": 1 + acc}

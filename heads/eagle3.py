@@ -13,6 +13,9 @@ index t stands for the depth-i draft after the last true position t: it reads it
 output and the token x_{t+1+i} at position t + i, and attends to the step-0 entries 0..t and to
 its own earlier-step entries at index t (`ttt_mask`). Loss Σ_i decay^i · CE(target distribution
 at t + 1 + i over the draft vocabulary, draft distribution), over assistant tokens.
+
+Parallel drafting (P-EAGLE, `parallel_drafting=True`): the same layer plus a learned `mask_hidden`
+drafts K tokens in one forward and trains on all anchors at once; see heads/parallel.py.
 """
 
 from __future__ import annotations
@@ -21,11 +24,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headstart.decode.tree import DynamicTreeSpec
+from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary
 from headstart.heads.eagle import check_architecture
+from headstart.heads.losses import CE, Objective, soft_draft_loss
 from headstart.heads.medusa import simulated_accept_length
 from headstart.heads.options import check_feature_layers, draft_size, draft_vocab_size
+from headstart.heads.parallel import (
+    ParallelDrafter,
+    check_depth,
+    init_mask_hidden,
+    parallel_loss,
+    parallel_options,
+    parallel_tokens_of,
+)
 from headstart.target import WeightRows, float_mask
 
 
@@ -72,10 +84,10 @@ def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
 
 class Eagle3Head(FeatureHead):
     """One EAGLE-3 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, feature_layers,
-    model_type, tree."""
+    model_type, tree; with parallel drafting also parallel_drafting, parallel_tokens (K), ptd_token_id."""
 
     kind = "eagle3"
-    recipe_fields: tuple[str, ...] = ("feature_layers",)
+    recipe_fields: tuple[str, ...] = ("feature_layers", "parallel_drafting", "parallel_tokens")
 
     def __init__(self, options: dict, target):
         super().__init__()
@@ -105,7 +117,10 @@ class Eagle3Head(FeatureHead):
         self.register_buffer("t2d", torch.ones(v, dtype=torch.bool) if n == v else torch.zeros(v, dtype=torch.bool))
         self._shared = (target.embed_tokens,)  # frozen, never saved with the head
         self._target_rows = WeightRows()  # the target lm_head's rows of the draft vocabulary (loss)
-        self._drafter = FeatureDrafter(self)
+        self.parallel_tokens = parallel_tokens_of(self.options)  # K, None without parallel drafting
+        if self.parallel_tokens:
+            self.mask_hidden = init_mask_hidden(3 * d)  # (3D,) the placeholder slots' feature before fc
+        self._drafter = self.drafter()
 
     @classmethod
     def layers_for(cls, target, feature_layers: list[int] | None = None, **options) -> tuple[int, ...]:
@@ -122,8 +137,16 @@ class Eagle3Head(FeatureHead):
         draft_vocab: torch.Tensor | None = None,
         feature_layers: list[int] | None = None,
         tree: dict | None = None,
+        parallel_drafting: bool = False,
+        parallel_tokens: int | None = None,
+        ptd_token_id: int | None = None,
     ) -> "Eagle3Head":
-        """A new head; draft_vocab: the target ids it ranks (sorted here), default the whole vocabulary."""
+        """A new head; draft_vocab: the target ids it ranks (sorted here), default the whole vocabulary.
+        parallel_drafting: P-EAGLE (heads/parallel.py), K = parallel_tokens positions per forward
+        (default 4), placeholder token ptd_token_id (default 0); its default tree is at most K deep."""
+        parallel = parallel_options(target.vocab_size, parallel_drafting, parallel_tokens, ptd_token_id)
+        if parallel and tree is None:
+            tree = {**vars(DynamicTreeSpec()), "depth": min(DynamicTreeSpec().depth, parallel["parallel_tokens"])}
         options = {
             "hidden_size": target.hidden_size,
             "vocab_size": target.vocab_size,
@@ -131,7 +154,10 @@ class Eagle3Head(FeatureHead):
             "feature_layers": list(cls.layers_for(target, feature_layers)),
             "model_type": target.config.model_type,
             "tree": dict(tree or vars(DynamicTreeSpec())),
+            **parallel,
         }
+        if parallel:
+            check_depth(options["tree"].get("depth", DynamicTreeSpec().depth), parallel["parallel_tokens"])
         head = cls(options, target)
         ids = torch.arange(target.vocab_size) if draft_vocab is None else draft_vocab.cpu().sort().values
         head.d2t.copy_(ids - torch.arange(ids.numel()))
@@ -181,7 +207,11 @@ class Eagle3Head(FeatureHead):
         else:  # (B, T, N) the target's logits over the draft vocabulary, from a copy of its rows
             w = self._target_rows(target.lm_head.weight, self.draft_ids)
             target_logits = target.softcap(F.linear(out.hidden.to(w.dtype), w))
-        return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.ttt_steps, cfg.loss_decay)
+        if self.parallel_tokens:
+            return parallel_loss(self, feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.loss_decay,
+                                 Objective.from_config(cfg))
+        return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.ttt_steps, cfg.loss_decay,
+                         Objective.from_config(cfg))
 
     def loss(
         self,
@@ -191,6 +221,7 @@ class Eagle3Head(FeatureHead):
         loss_mask: torch.Tensor,
         ttt_steps: int = 7,
         decay: float = 0.8,
+        objective: Objective = CE,
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Training-time test over `ttt_steps` steps; features (B, T, 3D), target_logits (B, T, N).
 
@@ -205,27 +236,51 @@ class Eagle3Head(FeatureHead):
         hidden = self.input_features(features)  # (B, T, D)
         total = hidden.new_zeros((), dtype=torch.float32)
         metrics: dict[str, float] = {}
-        accs = []
         base = torch.arange(t, device=dev)[None].expand(b, t)
         for i in range(ttt_steps):
             if t < i + 3:
                 break
             nxt = F.pad(input_ids[:, 1 + i :], (0, 1 + i))  # (B, T) x_{t+1+i}, padded at the end
             hidden = self.step(hidden, nxt, base + i, ttt_mask(t, i, self.dtype, dev), cache)
-            valid = torch.zeros(b, t, dtype=torch.bool, device=dev)
-            valid[:, : t - 2 - i] = loss_mask[:, 2 + i :].bool()
-            if not valid.any():
-                continue
-            logp = self.draft_logits(hidden[valid]).float().log_softmax(-1)  # (M, N)
-            with torch.no_grad():
-                p = target_logits[:, 1 + i :][valid[:, : t - 1 - i]].float().softmax(-1)
-            ce = -(p * logp).sum(-1).mean()
-            total = total + (decay**i) * ce
-            with torch.no_grad():
-                labels = input_ids[:, 2 + i :][valid[:, : t - 2 - i]]
-                acc = (self.draft_ids[logp.argmax(-1)] == labels).float().mean().item()
-            metrics[f"step{i}_top1"] = acc
-            metrics[f"step{i}_ce"] = ce.item()
-            accs.append(acc)
-        metrics["sim_accept_length"] = simulated_accept_length(accs)
+            term = self.depth_loss(hidden, i, target_logits, input_ids, loss_mask, objective, metrics)
+            if term is not None:
+                total = total + (decay**i) * term
+        metrics["sim_accept_length"] = simulated_accept_length([metrics[f"step{i}_top1"] for i in range(ttt_steps) if f"step{i}_top1" in metrics])
         return total, metrics
+
+    def depth_loss(
+        self,
+        hidden: torch.Tensor,
+        i: int,
+        target_logits: torch.Tensor,
+        input_ids: torch.Tensor,
+        loss_mask: torch.Tensor,
+        objective: Objective,
+        metrics: dict[str, float],
+    ) -> torch.Tensor | None:
+        """The token loss of depth-i outputs hidden (B, T, D), whose index t predicts x_{t+2+i}: over the
+        positions where that token exists and is an assistant token, against the target's distribution at
+        t + 1 + i (`objective`'s loss, heads/losses.py). Writes step{i}_top1 / _ce / _accept into `metrics`
+        (top-1: the draft's best token, as a target id, equals the data's); None where no position counts."""
+        b, t = input_ids.shape
+        valid = torch.zeros(b, t, dtype=torch.bool, device=input_ids.device)
+        valid[:, : t - 2 - i] = loss_mask[:, 2 + i :].bool()
+        if not valid.any():
+            return None
+        logp = self.draft_logits(hidden[valid]).float().log_softmax(-1)  # (M, N)
+        with torch.no_grad():
+            p = target_logits[:, 1 + i :][valid[:, : t - 1 - i]].float().softmax(-1)
+        term = soft_draft_loss(logp, p, objective)  # `objective`'s loss (heads/losses.py); CE by default
+        with torch.no_grad():
+            labels = input_ids[:, 2 + i :][valid[:, : t - 2 - i]]
+            acc = (self.draft_ids[logp.argmax(-1)] == labels).float().mean().item()
+        metrics[f"step{i}_top1"] = acc
+        metrics[f"step{i}_ce"] = term.ce.item()
+        metrics[f"step{i}_accept"] = term.accept.item()
+        return term.loss
+
+    # ---- drafting ----
+    def drafter(self) -> FeatureDrafter | ParallelDrafter:
+        """A fresh drafting state for one sequence: parallel drafting (one forward for K positions), or
+        EAGLE-2 tree growth."""
+        return ParallelDrafter(self) if self.parallel_tokens else FeatureDrafter(self)

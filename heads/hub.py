@@ -19,14 +19,8 @@ from pathlib import Path
 
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from headstart.errors import HeadstartError
-from headstart.heads.checkpoint import (
-    CHECKSUMS,
-    CONFIG_NAME,
-    WEIGHTS_NAME,
-    CheckpointError,
-    hub_offline,
-    verify_checksum,
-)
+from headstart.heads.checkpoint import CHECKSUMS, CONFIG_NAME, WEIGHTS_NAME, hub_offline, verify_checksum
+from headstart.heads.reading import read_json
 
 CARD_NAME = "README.md"
 #: the files a head folder may publish, per layout (the weights file is the only large one)
@@ -80,10 +74,7 @@ def push_to_hub(
 
     folder = Path(folder_or_heads)
     files = head_files(folder)
-    try:
-        config = json.loads((folder / CONFIG_NAME).read_text())
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{folder / CONFIG_NAME} is not valid JSON ({e})") from None
+    config = read_json(folder / CONFIG_NAME)
     for name in config.get(CHECKSUMS) or {}:  # never publish a corrupt head
         verify_checksum(folder, config, name)
     card = model_card(config, repo_id, [f.name for f in files], card_extra)

@@ -13,7 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headstart.decode.tree import DraftState, Proposal, Tree
+from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.tree import Tree
+from headstart.heads.losses import CE, Objective, hard_draft_loss
 from headstart.heads.options import draft_size, draft_vocab_size
 from headstart.target import WeightRows, gathered
 
@@ -144,7 +146,8 @@ class MedusaHeads(nn.Module):
 
     def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
         """The trainer's entry: `loss` on the target's output for a collated batch (cfg: TrainConfig)."""
-        return self.loss(out.hidden, batch["input_ids"], batch["loss_mask"], cfg.loss_decay)
+        return self.loss(out.hidden, batch["input_ids"], batch["loss_mask"], cfg.loss_decay,
+                         objective=Objective.from_config(cfg))
 
     def loss(
         self,
@@ -153,8 +156,10 @@ class MedusaHeads(nn.Module):
         loss_mask: torch.Tensor,
         decay: float = 0.8,
         topk: int = 5,
+        objective: Objective = CE,
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Σ_k decay^k · CE_k over assistant tokens, and per-head top-1 / top-k accuracy.
+        """Σ_k decay^k · CE_k (or `objective`'s loss) over assistant tokens, and per-head top-1 /
+        top-k accuracy and expected acceptance.
 
         hidden (B, T, D) target's last hidden states; input_ids (B, T); loss_mask (B, T) is 1 where
         the token is an assistant token (the only tokens a head is asked to predict). Logits are
@@ -174,14 +179,15 @@ class MedusaHeads(nn.Module):
             h = hidden[:, :-shift][valid].to(self.dtype)  # (M, D) in the head's own precision
             logits = self.project(block(h), k).float()  # (M, n_draft)
             target_idx = self.draft_index(labels)  # (M,) -1 outside the draft vocabulary
-            ce = F.cross_entropy(logits, target_idx, ignore_index=-1) if (target_idx >= 0).any() else logits.sum() * 0
-            total = total + (decay**k) * ce
+            term = hard_draft_loss(logits, target_idx, objective)
+            total = total + (decay**k) * term.loss
             with torch.no_grad():
                 top = logits.topk(min(topk, logits.shape[-1]), dim=-1).indices
                 # Tokens outside the draft vocabulary count as misses: accuracy is over all tokens.
                 metrics[f"head{k}_top1"] = (top[:, 0] == target_idx).float().mean().item()
                 metrics[f"head{k}_top{topk}"] = (top == target_idx[:, None]).any(-1).float().mean().item()
-                metrics[f"head{k}_ce"] = ce.item()
+                metrics[f"head{k}_ce"] = term.ce.item()
+                metrics[f"head{k}_accept"] = term.accept.item()
         metrics["sim_accept_length"] = simulated_accept_length(
             [metrics[f"head{k}_top1"] for k in range(self.num_heads) if f"head{k}_top1" in metrics]
         )

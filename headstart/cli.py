@@ -117,12 +117,14 @@ def cmd_generate(args) -> int:
 
     from headstart.chat import encode_chat
     from headstart.decode.generate import SpeculativeGenerator
+    from headstart.decode.lookup import with_lookup
     from headstart.decode.steps import format_steps
     from headstart.heads.checkpoint import load_heads
 
     recipe = _recipe(args)
     target = _target(recipe)
     heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
+    heads = with_lookup(heads, recipe.decode.prompt_lookup, recipe.decode.lookup_ngram)  # hybrid trees when asked
     gen = SpeculativeGenerator(target, heads, tree=args.tree or recipe.decode.tree, tree_size=recipe.decode.tree_size)
     tok = target.tokenizer
     ids = encode_chat(tok, [{"role": "user", "content": args.prompt}])
@@ -142,9 +144,11 @@ def cmd_generate(args) -> int:
         first = int(out.sequences[0, ids.shape[1]])
         print(format_steps(tok, first, out.steps[0], color=sys.stdout.isatty() and not args.no_color))
     settings = gen.tree_settings()
+    lookup = settings.get("lookup")
+    branch = f", + a prompt-lookup branch of up to {lookup['max_tokens']} tokens" if lookup else ""
     print(
         f"\n[acceptance length {out.acceptance_length:.2f} ({settings['kind']} tree: {settings['size']} nodes, depth "
-        f"{settings['depth']}, top-k {settings['top_k']}), {len(out.accepted_per_step)} target forwards, "
+        f"{settings['depth']}, top-k {settings['top_k']}{branch}), {len(out.accepted_per_step)} target forwards, "
         f"temperature {args.temperature}, stopped by {out.finish_reasons[0]}]",
         file=sys.stderr,
     )

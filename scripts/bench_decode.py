@@ -20,7 +20,8 @@ import time
 import torch
 
 from headstart.chat import encode_chat
-from headstart.decode.generate import SpeculativeGenerator, plain_generate
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.plain import plain_generate
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads
 from headstart.target import Target

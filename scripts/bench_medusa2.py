@@ -23,7 +23,8 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import load_recipe
-from headstart.decode.generate import SpeculativeGenerator, greedy_generate
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads

@@ -29,6 +29,7 @@ from headstart.eval.serving import (
     acceptance_from_counts,
     engine_record,
     eos_ids,
+    head_speculative_config,
     headstart_side,
     run_vllm,
     vllm_job,
@@ -60,8 +61,7 @@ def main() -> None:
         folder = export(args.head, target, Path(tmp) / layout, layout, dtype=target.dtype)
         served = import_heads(folder, target, layout)
         engines = [{"name": "plain", "speculative_config": None}]
-        engines += [{"name": f"k{k}", "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}}
-                    for k in args.ks]
+        engines += [{"name": f"k{k}", "speculative_config": head_speculative_config(head, method, folder, k)} for k in args.ks]
         engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": args.ngram_k,
                                                                 "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
         job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)

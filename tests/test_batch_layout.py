@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import headstart as hs
-from headstart.decode.generate import plain_generate
+from headstart.decode.plain import plain_generate
 from tests.conftest import VOCAB, tiny_target
 
 PAD = VOCAB - 1  # the target's pad id; not 0, so that a padded slot is not a zeroed one

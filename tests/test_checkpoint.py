@@ -5,7 +5,8 @@ import torch
 from safetensors.torch import load_file
 
 import headstart as hs
-from headstart.decode.tree import DraftState, load_tree
+from headstart.decode.contract import DraftState
+from headstart.decode.tree import load_tree
 from headstart.heads.checkpoint import CheckpointError
 from tests.conftest import tiny_target
 from tests.test_decode import perturbed_heads

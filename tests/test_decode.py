@@ -2,8 +2,9 @@ import pytest
 import torch
 
 import headstart as hs
-from headstart.decode.generate import greedy_generate
-from headstart.decode.tree import DraftState, Proposal, TreeError
+from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.plain import greedy_generate
+from headstart.decode.tree import TreeError
 from headstart.decode.verify import acceptance_length
 from tests.conftest import tiny_target
 

@@ -7,7 +7,8 @@ import torch
 
 import headstart as hs
 from headstart.config import TrainConfig, load_recipe
-from headstart.decode.generate import SpeculativeGenerator, greedy_generate
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.plain import greedy_generate
 from headstart.heads.checkpoint import CheckpointError
 from headstart.heads.eagle import ArchitectureMismatch
 from headstart.heads.eagle3 import ttt_mask

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import headstart as hs
-from headstart.decode.generate import greedy_generate
+from headstart.decode.plain import greedy_generate
 from headstart.embedded import EmbeddedModelMissing, gguf_path
 from tests.test_decode import perturbed_heads
 

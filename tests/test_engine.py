@@ -7,53 +7,12 @@ import torch
 import transformers as tr
 
 import headstart as hs
+from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.draft_model import DraftModelProposer, VocabularyMismatch
-from headstart.decode.generate import greedy_generate
-from headstart.decode.tree import (
-    DraftState,
-    DynamicTreeSpec,
-    Proposal,
-    TreeError,
-    select_dynamic_tree,
-    tree_from_parents,
-    tree_from_paths,
-)
+from headstart.decode.dynamic import DynamicTreeSpec, select_dynamic_tree
+from headstart.decode.plain import greedy_generate
 from headstart.target import Target
 from tests.conftest import VOCAB, tiny_target
-
-
-def test_tree_from_parents_matches_tree_from_paths():
-    paths = [(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]
-    by_paths = tree_from_paths(paths)
-    parents = [0, 0, 1, 1, 2, 3]  # the same nodes, in the same (depth, path) order
-    by_parents = tree_from_parents(parents)
-    assert by_parents.paths == by_paths.paths
-    for name in ("depth", "parent", "choice", "visible"):
-        assert torch.equal(getattr(by_parents, name), getattr(by_paths, name)), name
-    assert {tuple(r) for r in by_parents.retrieve.tolist()} == {tuple(r) for r in by_paths.retrieve.tolist()}
-
-
-def test_tree_from_parents_rejects_bad_parents():
-    with pytest.raises(TreeError, match="before its child"):
-        tree_from_parents([0, 2])
-    with pytest.raises(TreeError, match="at least one"):
-        tree_from_parents([])
-    with pytest.raises(TreeError, match="total_tokens"):
-        DynamicTreeSpec(total_tokens=0)
-
-
-def test_select_dynamic_tree_keeps_best_scores_closed_under_ancestors():
-    # candidates: 0,1 children of the root; 2,3 children of 0; 4 child of 2
-    parents = torch.tensor([-1, -1, 0, 0, 2])
-    scores = torch.tensor([-0.1, -2.0, -0.3, -3.0, -0.5])
-    tokens = torch.tensor([10, 11, 12, 13, 14])
-    kept, tree = select_dynamic_tree(parents, scores, tokens, total_tokens=3)
-    assert kept.tolist() == [10, 12, 14]
-    assert tree.parent.tolist() == [-1, 0, 1, 2]
-    assert tree.depth.tolist() == [0, 1, 2, 3]
-    # A tie at the cut keeps the shallower node, and the set stays closed under ancestors.
-    kept, tree = select_dynamic_tree(torch.tensor([-1, 0]), torch.tensor([-1.0, -1.0]), torch.tensor([5, 6]), 1)
-    assert kept.tolist() == [5]
 
 
 class DynamicOracle:

@@ -15,8 +15,8 @@ import transformers as tr
 from headstart.chat import encode_chat
 from headstart.cli import main
 from headstart.config import DecodeConfig, EvalConfig
-from headstart.decode.generate import greedy_generate
-from headstart.decode.tree import Proposal
+from headstart.decode.contract import Proposal
+from headstart.decode.plain import greedy_generate
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
 from headstart.eval.run import SCHEMA_VERSION, evaluate

@@ -10,7 +10,8 @@ from safetensors.torch import load_file, save_file
 
 import headstart as hs
 from headstart.cli import main
-from headstart.decode.tree import DraftState, tree_from_paths
+from headstart.decode.contract import DraftState
+from headstart.decode.tree import tree_from_paths
 from headstart.files import MARKER
 from headstart.heads.checkpoint import CheckpointError
 from headstart.heads.export import ExportError, export, import_heads
@@ -485,13 +486,13 @@ def test_eagle3_layout_names_config_and_round_trip(tmp_path, target, layout):
 
 
 def test_aux_layer_ids_per_engine():
-    from headstart.heads.export_eagle import _from_sglang_ids, sglang_aux_ids, vllm_aux_ids
+    from headstart.heads.layout_eagle3 import from_sglang_ids, sglang_aux_ids, vllm_aux_ids
 
     assert vllm_aux_ids([1, 15, 28]) == [2, 16, 29]  # vLLM's default capture for Llama-3.1-8B (32 layers)
     assert sglang_aux_ids([1, 15, 28]) == [1, 15, 28]  # SGLang adds 1 itself when the first id is 1
     assert sglang_aux_ids([3, 15, 28]) == [4, 16, 29]  # ... and takes other lists as capture indices
     for ours in ([1, 15, 28], [3, 15, 28], [2, 9, 20], [0, 1, 2]):
-        assert _from_sglang_ids(sglang_aux_ids(ours)) == ours
+        assert from_sglang_ids(sglang_aux_ids(ours)) == ours
 
 
 def test_import_official_eagle3_release(tmp_path, target):

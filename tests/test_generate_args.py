@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import headstart as hs
-from headstart.decode.generate import GenerationError, plain_generate
+from headstart.decode.plain import plain_generate
+from headstart.decode.sampling import GenerationError
 from headstart.errors import HeadstartError
 from tests.conftest import tiny_target
 

@@ -81,6 +81,30 @@ def folder_edges() -> dict[tuple[str, str], list[str]]:
     return edges
 
 
+def private_imports(path: Path, package: str) -> list[str]:
+    """The private (_underscore, not dunder) names of other modules of `package` that `path` uses:
+    imported by name (`from package.mod import _f`, relative imports too), or read as an attribute of
+    an imported module (`from package import mod` ... `mod._f`)."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found, modules = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = "." * node.level + (node.module or "")
+            if node.level or source == package or source.startswith(package + "."):
+                found += [f"{source}.{a.name}" for a in node.names if private(a.name)]
+                modules.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.asname and a.name.startswith(package + "."))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in modules and private(node.attr):
+                found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
 def cycle(edges) -> list[str] | None:
     """A circle in the graph of layers (as a list of layers), or None."""
     graph: dict[str, set[str]] = {}
@@ -119,6 +143,35 @@ def test_the_checker_sees_every_import_form(tmp_path):
     assert cycle({("train", "heads"), ("heads", "core")}) is None
     assert layer("headstart.decode.tree") == "decode" and layer("headstart.adapter") == "core"
     assert layer("headstart.cli") == "top" and layer("headstart.heads") == "heads"
+
+
+def test_the_private_name_checker_sees_every_form(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from headstart.heads.export import _layout, export\n"
+        "from headstart.heads import layout_medusa\n"
+        "import headstart.heads.reading as reading\n"
+        "from . import checkpoint\n"
+        "from headstart.heads.checkpoint import load_heads as _load\n"
+        "from headstart.files import _remove\n"
+        "def f():\n"
+        "    from .layout import _hidden\n"
+        "    return layout_medusa._target_rows, reading._x, checkpoint._download, layout_medusa.__name__\n"
+    )
+    assert sorted(private_imports(source, "headstart.heads")) == [
+        ".layout._hidden", "checkpoint._download", "headstart.heads.export._layout",
+        "layout_medusa._target_rows", "reading._x",
+    ]
+
+
+def test_heads_modules_share_only_public_names():
+    """What modules of heads/ share is public and lives in the module that owns it (heads/reading.py,
+    heads/layout.py ...): no module reaches for another's private helpers."""
+    files = {name: path for name, path in module_files().items() if layer(name) == "heads"}
+    assert "headstart.heads.export" in files and "headstart.heads.layout_medusa" in files
+    found = {name: private_imports(path, "headstart.heads") for name, path in files.items()}
+    found = {name: names for name, names in found.items() if names}
+    assert not found, f"private names of sibling modules used in heads/: {found}"
 
 
 def test_no_import_circle_between_folders():

@@ -12,7 +12,7 @@ import headstart as hs
 from headstart.adapter import add_adapter
 from headstart.cli import main
 from headstart.config import RecipeError
-from headstart.decode.generate import greedy_generate
+from headstart.decode.plain import greedy_generate
 from headstart.heads.checkpoint import CheckpointError
 from headstart.heads.export import ExportError, export
 from headstart.heads.hub import head_files, model_card

@@ -13,9 +13,10 @@ import torch
 import transformers as tr
 
 import headstart as hs
-from headstart.decode.generate import plain_generate
+from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.plain import plain_generate
 from headstart.decode.sampling import Sampling
-from headstart.decode.tree import DraftState, Proposal, tree_from_paths
+from headstart.decode.tree import tree_from_paths
 from headstart.decode.verify import children_lists, sample_accept, typical_accept
 from headstart.target import Target
 from tests.conftest import assert_close

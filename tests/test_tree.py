@@ -9,7 +9,7 @@ from headstart.decode.tree import (
     shipped_trees,
     tree_from_paths,
 )
-from headstart.decode.verify import greedy_accept
+from headstart.decode.verify import TreeTensors, greedy_accept, greedy_accept_rows, stack_trees
 
 
 def test_tree_from_paths_by_hand():
@@ -67,6 +67,24 @@ def test_greedy_accept_by_hand():
     predicted = torch.tensor([50, 14, 0, 0, 99])  # nothing matches
     accepted, kept = greedy_accept(tokens, predicted, t.retrieve)
     assert accepted == 0 and kept.tolist() == [0]
+
+
+def test_stacked_trees_pad_smaller_ones_with_nodes_never_accepted():
+    small = TreeTensors.of(tree_from_paths([(0,), (0, 0)]), "cpu")  # root, a, aa
+    large = TreeTensors.of(tree_from_paths([(0,), (1,), (0, 0), (0, 1)]), "cpu")
+    visible, depths, retrieve = stack_trees([small, large], width=5)
+    assert torch.equal(visible[0, :3, :3], small.visible) and torch.equal(visible[1], large.visible)
+    assert visible[0, 3:].int().tolist() == [[0, 0, 0, 1, 0], [0, 0, 0, 0, 1]]  # padding sees only itself
+    assert not visible[0, :, 3:].any(dim=1)[:3].any()  # and no real node sees it
+    assert depths.tolist() == [[0, 1, 2, 1, 1], [0, 1, 1, 2, 2]]
+    assert retrieve[0].tolist() == [[0, 1, 2], [-1, -1, -1], [-1, -1, -1]]  # (P, L) of the larger tree
+    # Padding nodes carry the token the target wants after the root, yet lie on no path.
+    tokens = torch.tensor([[9, 1, 2, 7, 7], [9, 7, 8, 7, 7]])
+    predicted = torch.full((2, 5), 7)
+    accepted, paths = greedy_accept_rows(tokens, predicted, retrieve)
+    assert accepted.tolist() == [0, 2] and paths[1, :3].tolist() == [0, 1, 3]
+    shared = stack_trees([large, large], width=5)  # one tree for every row: expanded, not copied
+    assert shared[0].shape == (2, 5, 5) and shared[0].stride(0) == 0
 
 
 def test_best_tree_for_cost_by_hand():

@@ -12,7 +12,8 @@ from headstart.train.features import batch_features
 
 @torch.no_grad()
 def measure_steps(target, heads, examples, cfg, batch_size: int = 4) -> dict:
-    """Token-weighted held-out metrics of a dynamic head's loss (no noise): per-step top-1 and τ proxy."""
+    """Token-weighted held-out metrics of a dynamic head's loss (no noise): per-step top-1, expected
+    acceptance Σ min(p, q) and the τ proxy."""
     ds = ExampleDataset(examples)
     sums: dict[str, float] = {}
     weight = 0.0
@@ -30,7 +31,8 @@ def measure_steps(target, heads, examples, cfg, batch_size: int = 4) -> dict:
     mean = {k: v / max(weight, 1.0) for k, v in sums.items()}
     steps = sorted(int(k[4:-5]) for k in mean if k.startswith("step") and k.endswith("_top1"))
     top1 = [round(mean[f"step{i}_top1"], 4) for i in steps]
-    return {"top1": top1, "sim_accept_length": round(simulated_accept_length(top1), 4), "tokens": int(weight),
+    accept = [round(mean[f"step{i}_accept"], 4) for i in steps if f"step{i}_accept" in mean]  # Σ min(p, q)
+    return {"top1": top1, "accept": accept, "sim_accept_length": round(simulated_accept_length(top1), 4), "tokens": int(weight),
             **{k: round(v, 4) for k, v in mean.items() if not k.startswith("step") and k != "sim_accept_length"}}
 
 

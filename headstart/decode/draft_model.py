@@ -14,14 +14,8 @@ import copy
 import torch
 
 from headstart.decode.cache import truncate
-from headstart.decode.tree import (
-    DraftState,
-    DynamicTreeSpec,
-    Proposal,
-    frontier_attention,
-    grow_tree,
-    select_dynamic_tree,
-)
+from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.dynamic import DynamicTreeSpec, frontier_attention, grow_tree, select_dynamic_tree
 from headstart.errors import HeadstartError
 
 

@@ -11,8 +11,10 @@ next root.
   output follows the target's own distribution after temperature, top-k and top-p.
 - `acceptance="typical"`: Medusa's typical acceptance, faster at high temperature but LOSSY.
 
-Static heads (Medusa) fill a fixed tree; dynamic heads (EAGLE-2 style) grow their own tree within
-a `DynamicTreeSpec` and hand it back with the proposal.
+Static heads (Medusa) fill a fixed tree (`decode/tree.py`); dynamic heads (EAGLE-2 style) grow
+their own tree within a `DynamicTreeSpec` (`decode/dynamic.py`) and hand it back with the proposal.
+What a head receives and returns is `decode/contract.py`; the argument checks, stop rules and
+output layout this loop shares with plain decoding (`decode/plain.py`) are `decode/io.py`.
 
 Batches: the rows decode together, each accepting its own number of drafts per step. They share
 one target cache (`cache.RaggedCache`): prompts are left-padded, each row attends only its own
@@ -36,153 +38,25 @@ from dataclasses import dataclass, field
 import torch
 
 from headstart.decode.cache import RaggedCache
-from headstart.decode.sampling import GenerationError, Sampling, make_generator
-from headstart.decode.tree import DraftHead, DraftState, DynamicTreeSpec, Tree, load_tree
-from headstart.decode.verify import (
-    acceptance_length,
-    children_lists,
-    greedy_accept_rows,
-    sample_accept,
-    typical_accept,
-)
+from headstart.decode.contract import DraftHead, DraftState
+from headstart.decode.dynamic import DynamicTreeSpec
+from headstart.decode.io import Clock, GenerateOutput, Stopper, Streams, begin, pack_sequences, pad_id
+from headstart.decode.sampling import GenerationError, Sampling, choose
+from headstart.decode.tree import Tree, load_tree
+from headstart.decode.verify import TreeTensors, greedy_accept_rows, sample_accept, stack_trees, typical_accept
 
 ACCEPTANCE_MODES = ("exact", "typical")
 
 
-@dataclass
-class GenerateOutput:
-    sequences: torch.Tensor  # (B, T + new) the input as given, then the new tokens right-padded: HF generate's layout
-    accepted_per_step: list[int] = field(default_factory=list)  # drafts accepted at each verification
-    seconds: float = 0.0
-    new_tokens: int = 0
-    finish_reasons: list[str] = field(default_factory=list)  # per row: "eos", "stop_string" or "length"
-    new_lengths: list[int] = field(default_factory=list)  # per row: new tokens before padding
-    steps: list[list[dict]] = field(default_factory=list)  # per row, per step (record_steps=True)
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (profile=True)
-    cache_slots: int = 0  # most target cache slots per row between steps (padding and holes included)
+@dataclass(frozen=True)
+class AcceptMode:
+    """How a step's drafts are accepted: the target's sampling settings, and which rule applies."""
 
-    @property
-    def acceptance_length(self) -> float:
-        """τ: tokens per target forward after prefill, bonus token counted (plain decoding: 1.00)."""
-        return acceptance_length(self.accepted_per_step)
-
-
-class Stopper:
-    """When a row is done: an EOS token (any of several), a stop string, or max_new_tokens.
-
-    Tokens accepted past the stop are dropped; the EOS token or the token completing the stop
-    string is kept, as HF `generate` does.
-    """
-
-    def __init__(self, target, max_new_tokens: int, eos_token_id=None, stop_strings=None):
-        if eos_token_id is None:
-            eos_token_id = target.model.generation_config.eos_token_id
-        if eos_token_id is None:
-            eos_token_id = []
-        self.eos = set(eos_token_id if isinstance(eos_token_id, (list, tuple, set)) else [eos_token_id])
-        if isinstance(stop_strings, str):
-            stop_strings = [stop_strings]
-        self.stop_strings = [s for s in (stop_strings or []) if s]
-        if self.stop_strings and target.tokenizer is None:
-            raise GenerationError("stop_strings need the target's tokenizer: build it with Target(..., tokenizer=...)")
-        self.tokenizer = target.tokenizer
-        self.max_new_tokens = max_new_tokens
-
-    def cut(self, new: list[int], checked: int) -> tuple[int, str | None]:
-        """(tokens to keep, reason) after new[checked:] was appended; reason None: go on."""
-        for i in range(checked, min(len(new), self.max_new_tokens)):
-            if new[i] in self.eos:
-                return self._first_stop_string(new, checked, i + 1) or (i + 1, "eos")
-        limit = min(len(new), self.max_new_tokens)
-        found = self._first_stop_string(new, checked, limit)
-        if found:
-            return found
-        if len(new) >= self.max_new_tokens:
-            return self.max_new_tokens, "length"
-        return len(new), None
-
-    def _first_stop_string(self, new: list[int], checked: int, limit: int) -> tuple[int, str] | None:
-        if not self.stop_strings:
-            return None
-        decode = self.tokenizer.decode
-        if not any(s in decode(new[:limit]) for s in self.stop_strings):
-            return None
-        for i in range(max(checked, 1), limit + 1):
-            text = decode(new[:i])
-            if any(s in text for s in self.stop_strings):
-                return i, "stop_string"
-        return None
-
-
-def _check_lengths(input_ids: torch.Tensor, max_new_tokens: int) -> None:
-    """The batch is (B, T), max_new_tokens a positive integer."""
-    if input_ids.ndim != 2 or input_ids.shape[1] == 0:
-        raise GenerationError(
-            f"input_ids must be (B, T) with T >= 1, got shape {tuple(input_ids.shape)}; "
-            "pass a batch of token ids, e.g. tokenizer(texts, return_tensors='pt', padding=True).input_ids"
-        )
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise GenerationError(
-            f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}; pass how many tokens to generate at most"
-        )
-
-
-def _check_context(target, rows: list[torch.Tensor], max_new_tokens: int) -> None:
-    """Every row's prompt (padding aside) and its new tokens fit the target's positions."""
-    limit = target.max_position_embeddings
-    longest = max(row.shape[1] for row in rows)
-    if limit and longest + max_new_tokens > limit:
-        room = f"lower max_new_tokens to {limit - longest}" if longest < limit else f"keep it under {limit} tokens"
-        raise GenerationError(
-            f"the longest prompt has {longest} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
-            f"target's context of {limit} positions (max_position_embeddings). Shorten the prompt or {room}."
-        )
-
-
-def _rows(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> list[torch.Tensor]:
-    """The prompts of a batch without their padding (left or right), each (1, T_i)."""
-    if attention_mask is None:
-        return [row[None] for row in input_ids]
-    if attention_mask.shape != input_ids.shape:
-        raise GenerationError(
-            f"attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}; "
-            "pass the mask the tokenizer returned with the ids (1 for tokens, 0 for padding)"
-        )
-    rows = []
-    for b, (row, keep) in enumerate(zip(input_ids, attention_mask.bool())):
-        if not keep.any():
-            raise GenerationError(f"row {b} of the batch is all padding (its attention_mask is all 0); drop it")
-        rows.append(row[keep][None])
-    return rows
-
-
-def _choose(logits: torch.Tensor, sampling: Sampling, gen: torch.Generator | None) -> torch.Tensor:
-    """The next token after (1, V) logits: argmax, or a draw from the warped distribution."""
-    if sampling.greedy:
-        return logits.argmax(-1)
-    return torch.multinomial(sampling.probs(logits), 1, generator=gen)[:, 0]
-
-
-def _pack(input_ids: torch.Tensor, news: list[list[int]], pad: int) -> torch.Tensor:
-    """HF generate's layout (B, T + new): the input as given, padding kept, then each row's new tokens,
-    right-padded with `pad`, so that `sequences[:, T:]` are the new tokens of every row."""
-    new = torch.full((len(news), max(map(len, news))), pad, dtype=input_ids.dtype)  # (B, new)
-    for b, tokens in enumerate(news):
-        new[b, : len(tokens)] = torch.tensor(tokens, dtype=input_ids.dtype)
-    return torch.cat([input_ids, new.to(input_ids.device)], dim=1)
-
-
-def _pad_id(target) -> int:
-    """What pads the rows that finished first: the pad token (tokenizer's, then generation config's), else
-    EOS, else 0."""
-    tok, config = target.tokenizer, target.model.generation_config
-    for value in (getattr(tok, "pad_token_id", None), config.pad_token_id, getattr(tok, "eos_token_id", None),
-                  config.eos_token_id):
-        if isinstance(value, list) and value:
-            value = value[0]
-        if isinstance(value, int):
-            return value
-    return 0
+    sampling: Sampling
+    gen: torch.Generator | None  # the seeded generator every draw takes from; None when greedy
+    typical: bool = False  # Medusa's typical acceptance (LOSSY), only when sampling
+    threshold: float = 0.09  # typical acceptance: keep x when p(x) > min(threshold, alpha·e^(-H(p)))
+    alpha: float = 0.3
 
 
 @dataclass
@@ -200,114 +74,6 @@ class _Row:
     features: torch.Tensor | None = None  # (1, n, F) at the positions committed since the last proposal
     committed: torch.Tensor | None = None  # (1, n) the tokens at those positions
     start: int = 0  # position of committed[:, 0]
-
-
-class _Clock:
-    """Accumulates seconds per phase of a decoding step; a no-op without a store."""
-
-    def __init__(self, device, store: dict | None):
-        self.store = store
-        self.cuda = device is not None and torch.device(device).type == "cuda"
-        self.t = 0.0
-
-    def _now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def start(self) -> None:
-        if self.store is not None:
-            self.t = self._now()
-
-    def lap(self, name: str) -> None:
-        if self.store is not None:
-            now = self._now()
-            self.store[name] = self.store.get(name, 0.0) + now - self.t
-            self.t = now
-
-
-class _Streams:
-    """Feeds an HF-style streamer (put / end): the prompt first, then tokens as they are accepted."""
-
-    def __init__(self, streamer, batch: int):
-        if streamer is not None and batch != 1:
-            raise GenerationError(f"streaming needs a batch of one prompt, got {batch}; decode the prompts one by one")
-        self.streamer = streamer
-
-    def put(self, tokens) -> None:
-        if self.streamer is not None and len(tokens):
-            self.streamer.put(torch.as_tensor(tokens, dtype=torch.long).cpu())
-
-    def end(self) -> None:
-        if self.streamer is not None:
-            self.streamer.end()
-
-
-def _start(target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer):
-    """What both decoding loops check and set up: the lengths (the prompts' against the context),
-    the rows without their padding, the stop rules, the seeded generator, and the streamer (fed the
-    first prompt first, as HF streamers expect). Bad arguments raise GenerationError."""
-    _check_lengths(input_ids, max_new_tokens)
-    rows = _rows(input_ids.to(target.device), attention_mask)
-    _check_context(target, rows, max_new_tokens)
-    stopper = Stopper(target, max_new_tokens, eos_token_id, stop_strings)
-    gen = None if sampling.greedy else make_generator(target.device, seed)
-    streams = _Streams(streamer, len(rows))
-    if streamer is not None:
-        streams.put(rows[0][0].cpu())
-    return stopper, gen, rows, streams
-
-
-@torch.no_grad()
-def plain_generate(
-    target,
-    input_ids: torch.Tensor,
-    max_new_tokens: int = 128,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    seed: int | None = None,
-    eos_token_id=None,
-    stop_strings=None,
-    attention_mask: torch.Tensor | None = None,
-    streamer=None,
-) -> GenerateOutput:
-    """Plain decoding with the same Target calls, one token per forward: the reference.
-
-    Takes and returns what `SpeculativeGenerator.generate` does (HF generate's layout; GenerationError
-    on bad arguments); each row decodes alone.
-    """
-    sampling = Sampling(temperature, top_k, top_p)
-    stopper, gen, rows, streams = _start(
-        target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer
-    )
-    news, reasons = [], []
-    start = time.perf_counter()
-    for row in rows:
-        cache = target.new_cache()
-        out = target(row, cache=cache)
-        new: list[int] = []
-        while True:
-            nxt = _choose(target.logits(out.hidden[:, -1]), sampling, gen)  # (1,)
-            new.append(int(nxt))
-            keep, reason = stopper.cut(new, len(new) - 1)
-            streams.put(new[len(new) - 1 : keep])
-            if reason:
-                new = new[:keep]
-                break
-            out = target(nxt[:, None], cache=cache)
-        news.append(new)
-        reasons.append(reason)
-    streams.end()
-    seconds = time.perf_counter() - start
-    return GenerateOutput(
-        _pack(input_ids, news, _pad_id(target)), [], seconds, sum(map(len, news)), reasons, [len(n) for n in news]
-    )
-
-
-def greedy_generate(target, input_ids: torch.Tensor, max_new_tokens: int = 128, eos_token_id=None, **kwargs) -> GenerateOutput:
-    """Plain greedy decoding (temperature 0): the reference speculative decoding must equal."""
-    return plain_generate(target, input_ids, max_new_tokens, eos_token_id=eos_token_id, **kwargs)
 
 
 class SpeculativeGenerator:
@@ -351,31 +117,29 @@ class SpeculativeGenerator:
             self.tree = load_tree(tree, accuracy=config.get("accuracy"), size=tree_size, max_depth=max_depth)
             if max_depth is not None and self.tree.max_depth > max_depth:
                 raise ValueError(f"tree is {self.tree.max_depth} deep but the head drafts only {max_depth} tokens ahead")
-        self._static = self._tensors(self.tree) if self.tree is not None else None
+        self._static = TreeTensors.of(self.tree, target.device) if self.tree is not None else None
 
     def tree_settings(self) -> dict:
-        """What to report with every τ: the tree (static) or the budget of the grown tree (dynamic)."""
+        """What to report with every τ: the tree (static) or the budget of the grown tree (dynamic), and
+        the prompt-lookup settings of a head that adds lookup drafts (`lookup_settings()`, decode/lookup.py)."""
         if self.dynamic:
             s = self.tree_spec
-            return {"kind": "dynamic", "depth": s.depth, "top_k": s.top_k, "size": s.total_tokens}
-        t = self.tree
-        return {
-            "kind": "static",
-            "paths": [list(p) for p in t.paths],
-            "size": t.size,
-            "depth": t.max_depth,
-            "top_k": max(t.topk_per_depth()),
-        }
+            settings = {"kind": "dynamic", "depth": s.depth, "top_k": s.top_k, "size": s.total_tokens}
+        else:
+            t = self.tree
+            settings = {
+                "kind": "static",
+                "paths": [list(p) for p in t.paths],
+                "size": t.size,
+                "depth": t.max_depth,
+                "top_k": max(t.topk_per_depth()),
+            }
+        lookup = getattr(self.heads, "lookup_settings", None)
+        return {**settings, "lookup": lookup()} if lookup else settings
 
-    def _tensors(self, tree: Tree) -> dict:
-        dev = self.target.device
-        return {
-            "tree": tree,
-            "positions": tree.depth.to(dev),
-            "visible": tree.visible.to(dev),
-            "retrieve": tree.retrieve.to(dev),
-            "children": children_lists(tree.parent),
-        }
+    def _tensors(self, tree: Tree) -> TreeTensors:
+        """The tree's tensors on the target's device; the static tree's are made once, in __init__."""
+        return self._static if tree is self.tree else TreeTensors.of(tree, self.target.device)
 
     @torch.no_grad()
     def generate(
@@ -411,13 +175,12 @@ class SpeculativeGenerator:
         sampling = Sampling(temperature, top_k, top_p)
         if acceptance not in ACCEPTANCE_MODES:
             raise GenerationError(f"acceptance must be one of {ACCEPTANCE_MODES} (typical is lossy), got {acceptance!r}")
-        stopper, gen, prompts, streams = _start(
+        stopper, gen, prompts, streams = begin(
             self.target, input_ids, max_new_tokens, sampling, seed, eos_token_id, stop_strings, attention_mask, streamer
         )
-        mode = {"sampling": sampling, "gen": gen, "typical": acceptance == "typical" and not sampling.greedy,
-                "threshold": typical_threshold, "alpha": typical_alpha}
+        mode = AcceptMode(sampling, gen, acceptance == "typical" and not sampling.greedy, typical_threshold, typical_alpha)
         out = GenerateOutput(torch.empty(0))
-        clock = _Clock(self.target.device, out.timings if profile else None)
+        clock = Clock(self.target.device, out.timings if profile else None)
         rows = [_Row(p, drafter, p.shape[1]) for p, drafter in zip(prompts, self._drafters(len(prompts)))]
         start = time.perf_counter()
         out.cache_slots = self._decode(rows, stopper, mode, streams, record_steps, clock)
@@ -429,7 +192,7 @@ class SpeculativeGenerator:
             out.new_lengths.append(row.keep)
             if record_steps:
                 out.steps.append(row.trace)
-        out.sequences = _pack(input_ids, [row.new[: row.keep] for row in rows], _pad_id(self.target))
+        out.sequences = pack_sequences(input_ids, [row.new[: row.keep] for row in rows], pad_id(self.target))
         out.new_tokens = sum(out.new_lengths)
         return out
 
@@ -453,7 +216,7 @@ class SpeculativeGenerator:
             return torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
         return out.hidden
 
-    def _decode(self, rows: list[_Row], stopper: Stopper, mode: dict, streams: _Streams, record: bool, clock) -> int:
+    def _decode(self, rows: list[_Row], stopper: Stopper, mode: AcceptMode, streams: Streams, record: bool, clock: Clock) -> int:
         """Prefill, then propose → verify → accept → commit for all unfinished rows at once.
 
         Fills each row's tokens, steps and finish reason; returns the most cache slots per row
@@ -462,7 +225,7 @@ class SpeculativeGenerator:
         target, dev = self.target, self.target.device
         layers = self.feature_layers if self.needs_features else ()
         slots, hidden = self._prefill(rows, layers)  # hidden (B, D)
-        root = _choose(target.logits(hidden), mode["sampling"], mode["gen"])  # (B,)
+        root = choose(target.logits(hidden), mode.sampling, mode.gen)  # (B,)
         for row, token in zip(rows, root.tolist()):
             row.new = [token]
             row.keep, row.reason = stopper.cut(row.new, 0)
@@ -483,11 +246,11 @@ class SpeculativeGenerator:
             peak = max(peak, slots.length)
             clock.start()
             tokens, trees, draft_probs = self._propose(active, hidden, root)  # tokens (B, N + 1)
-            visible, depth, retrieve = _stack_trees(trees, tokens.shape[1])
+            visible, depths, retrieve = stack_trees(trees, tokens.shape[1])  # (B, N + 1, N + 1), (B, N + 1), (B, P, L)
             width = tokens.shape[1]
             clock.lap("draft")
             verified = target.batch_tree_forward(
-                tokens, visible, starts[:, None] + depth, slots.cache, slots.valid, slots.positions, layers
+                tokens, visible, starts[:, None] + depths, slots.cache, slots.valid, slots.positions, layers
             )
             logits = target.logits(verified.hidden)  # (B, N + 1, V)
             clock.lap("target_forward")
@@ -541,19 +304,19 @@ class SpeculativeGenerator:
         """Every row's verification inputs (B, N + 1), root first; its tree tensors; draft distributions or None.
 
         Rows that draft on their own may grow trees of different sizes; the inputs of smaller ones
-        are padded at the end (see `_stack_trees`).
+        are padded at the end (see `verify.stack_trees`).
         """
         spec = self.tree_spec if self.dynamic else self.tree
         if rows[0].drafter is None:  # one call drafts for the whole batch
             proposal = self.heads.propose(DraftState(hidden=hidden, root=root), spec)
-            t = self._static if proposal.tree is self.tree else self._tensors(proposal.tree)
+            t = self._tensors(proposal.tree)
             tokens = torch.cat([root[:, None], proposal.tokens.to(root.device)], dim=1)
             return tokens, [t] * len(rows), proposal.draft_probs
         proposals = []
         for b, row in enumerate(rows):
             state = DraftState(hidden[b : b + 1], root[b : b + 1], row.features, row.committed, row.start)
             proposals.append(row.drafter.propose(state, spec))
-        trees = [self._static if p.tree is self.tree else self._tensors(p.tree) for p in proposals]
+        trees = [self._tensors(p.tree) for p in proposals]
         width = 1 + max(p.tokens.shape[1] for p in proposals)
         tokens = torch.zeros(len(rows), width, dtype=torch.long, device=root.device)
         tokens[:, 0] = root
@@ -565,9 +328,11 @@ class SpeculativeGenerator:
         return tokens, trees, draft_probs
 
     @staticmethod
-    def _accept(tokens, logits, trees, retrieve, draft_probs, mode) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _accept(
+        tokens, logits, trees: list[TreeTensors], retrieve, draft_probs, mode: AcceptMode
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Each row's accepted drafts (B,), kept inputs (B, L) padded with -1, and bonus token (B,)."""
-        sampling, gen = mode["sampling"], mode["gen"]
+        sampling, gen = mode.sampling, mode.gen
         if sampling.greedy:
             predicted = logits.argmax(-1)  # (B, N + 1)
             accepted, paths = greedy_accept_rows(tokens, predicted, retrieve)
@@ -576,48 +341,27 @@ class SpeculativeGenerator:
         paths = torch.full(retrieve.shape[::2], -1, dtype=torch.long, device=tokens.device)  # (B, L)
         accepted, bonus = [], []
         for b, t in enumerate(trees):  # rows draw from the one generator in turn: reproducible with a seed
-            if mode["typical"]:
-                a, kept = typical_accept(tokens[b], probs[b], t["retrieve"], mode["threshold"], mode["alpha"])
+            if mode.typical:
+                a, kept = typical_accept(tokens[b], probs[b], t.retrieve, mode.threshold, mode.alpha)
                 token = int(torch.multinomial(probs[b, kept[-1]], 1, generator=gen))
             else:
                 q = None if draft_probs is None else draft_probs[b]
-                a, kept, token = sample_accept(tokens[b], probs[b], t["children"], gen, q)
+                a, kept, token = sample_accept(tokens[b], probs[b], t.children, gen, q)
             paths[b, : a + 1] = kept
             accepted.append(a)
             bonus.append(token)
         return torch.tensor(accepted, device=tokens.device), paths, torch.tensor(bonus, device=tokens.device)
 
     @staticmethod
-    def _record(tokens: torch.Tensor, kept: torch.Tensor, t: dict, bonus: int, accepted: int) -> dict:
+    def _record(tokens: torch.Tensor, kept: torch.Tensor, t: TreeTensors, bonus: int, accepted: int) -> dict:
         """One verification: accepted drafts, the draft's best guess that was rejected, the target's token."""
         last = int(kept[-1])
-        kids = t["children"][last]
+        kids = t.children[last]
         return {
             "accepted": tokens[kept[1:]].tolist(),
             "rejected": int(tokens[kids[0]]) if kids else None,  # the drafter's top choice after the kept path
             "bonus": bonus,
-            "tree_size": t["tree"].size,
+            "tree_size": t.tree.size,
             "accepted_count": accepted,
         }
 
-
-def _stack_trees(trees: list[dict], width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Visibility (B, N + 1, N + 1), depths (B, N + 1) and paths (B, P, L) of each row's tree.
-
-    A static tree shared by all rows is only expanded. Trees smaller than the widest are padded
-    with nodes that see only themselves, that no node sees and that lie on no path: whatever the
-    head put there, they are never accepted.
-    """
-    first = trees[0]
-    b = len(trees)
-    if all(t is first for t in trees):
-        return first["visible"].expand(b, -1, -1), first["positions"].expand(b, -1), first["retrieve"].expand(b, -1, -1)
-    dev = first["visible"].device
-    visible = torch.eye(width, dtype=torch.bool, device=dev).repeat(b, 1, 1)
-    depth = torch.ones(b, width, dtype=torch.long, device=dev)
-    shape = (b, max(t["retrieve"].shape[0] for t in trees), max(t["retrieve"].shape[1] for t in trees))
-    retrieve = torch.full(shape, -1, dtype=torch.long, device=dev)
-    for i, t in enumerate(trees):
-        n, (p, length) = t["visible"].shape[0], t["retrieve"].shape
-        visible[i, :n, :n], depth[i, :n], retrieve[i, :p, :length] = t["visible"], t["positions"], t["retrieve"]
-    return visible, depth, retrieve

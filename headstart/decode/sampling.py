@@ -2,6 +2,7 @@
 
 Temperature, then top-k, then top-p (nucleus), in the order HF's `generate` applies its warpers.
 Speculative sampling verifies drafts against exactly this distribution, so the output follows it.
+`choose` picks a next token from it (the argmax when greedy).
 """
 
 from __future__ import annotations
@@ -76,3 +77,10 @@ def make_generator(device, seed: int | None) -> torch.Generator:
     else:
         gen.manual_seed(int(seed))
     return gen
+
+
+def choose(logits: torch.Tensor, sampling: Sampling, gen: torch.Generator | None) -> torch.Tensor:
+    """The next token after (B, V) logits: argmax, or a draw from the warped distribution."""
+    if sampling.greedy:
+        return logits.argmax(-1)
+    return torch.multinomial(sampling.probs(logits), 1, generator=gen)[:, 0]

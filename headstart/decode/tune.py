@@ -66,7 +66,8 @@ def best_tree_for_cost(
 @torch.no_grad()
 def tune_tree(target, heads, sizes: tuple[int, ...] = (4, 8, 12, 16, 24, 32), past_len: int = 256) -> tuple[list, dict]:
     """Measure this machine's forward costs and the head's draft cost; return the best tree."""
-    from headstart.decode.tree import DraftState, load_tree
+    from headstart.decode.contract import DraftState
+    from headstart.decode.tree import load_tree
 
     accuracy = heads.options.get("accuracy")
     if not accuracy:

@@ -6,11 +6,17 @@
 - `typical_accept`: Medusa's typical acceptance, LOSSY and opt-in: a draft is kept when the target
   gives it enough probability, so the output no longer follows the target's distribution.
 - `acceptance_length`: τ, the measure of all three (every report computes it here).
+- `TreeTensors`, `stack_trees`: a tree's index tensors on the target's device, and the rows of a
+  batch stacked (their trees padded to one width) for one verification forward.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+
+from headstart.decode.tree import Tree
 
 
 def acceptance_length(accepted_per_step: list[int]) -> float:
@@ -133,3 +139,40 @@ def typical_accept(
     p_child = probs[parent_idx, tokens[child_idx]]  # (P, L - 1)
     ok = (p_child > cut[parent_idx]) & (retrieve[:, 1:] >= 0)
     return _longest(ok, retrieve)
+
+
+@dataclass(frozen=True)
+class TreeTensors:
+    """One tree as verification reads it: its index tensors on the target's device."""
+
+    tree: Tree
+    depths: torch.Tensor  # (N + 1,) each input's depth below the root: its position after the root's
+    visible: torch.Tensor  # (N + 1, N + 1) bool: input i attends input j
+    retrieve: torch.Tensor  # (P, L) root-to-leaf index paths, padded with -1
+    children: list[list[int]]  # children[i]: the inputs whose parent is input i (`children_lists`)
+
+    @classmethod
+    def of(cls, tree: Tree, device) -> TreeTensors:
+        return cls(tree, tree.depth.to(device), tree.visible.to(device), tree.retrieve.to(device), children_lists(tree.parent))
+
+
+def stack_trees(trees: list[TreeTensors], width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Visibility (B, N + 1, N + 1), depths (B, N + 1) and paths (B, P, L) of each row's tree.
+
+    A static tree shared by all rows is only expanded. Trees smaller than the widest are padded
+    with nodes that see only themselves, that no node sees and that lie on no path: whatever the
+    head put there, they are never accepted.
+    """
+    first = trees[0]
+    b = len(trees)
+    if all(t is first for t in trees):
+        return first.visible.expand(b, -1, -1), first.depths.expand(b, -1), first.retrieve.expand(b, -1, -1)
+    dev = first.visible.device
+    visible = torch.eye(width, dtype=torch.bool, device=dev).repeat(b, 1, 1)
+    depths = torch.ones(b, width, dtype=torch.long, device=dev)
+    shape = (b, max(t.retrieve.shape[0] for t in trees), max(t.retrieve.shape[1] for t in trees))
+    retrieve = torch.full(shape, -1, dtype=torch.long, device=dev)
+    for i, t in enumerate(trees):
+        n, (p, length) = t.visible.shape[0], t.retrieve.shape
+        visible[i, :n, :n], depths[i, :n], retrieve[i, :p, :length] = t.visible, t.depths, t.retrieve
+    return visible, depths, retrieve

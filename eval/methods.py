@@ -1,0 +1,108 @@
+"""The methods `headstart eval` compares, and how each decodes one turn.
+
+Every method decodes the same input ids with the same target, EOS set and token budget (the
+timed decoding itself is in eval/speed.py): plain decoding (headstart's loop, the baseline),
+speculative decoding with each head, HF `generate` plain and with prompt lookup (`peers`), and HF
+assisted generation when a draft model is named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from headstart.chat import encode_chat
+from headstart.config import DecodeConfig, EvalConfig
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.lookup import HybridHead, LookupHead, verified_bounds
+from headstart.eval.speed import (
+    Decoded,
+    EvalError,
+    Sampling,
+    eos_ids,
+    load_assistant,
+    run_hf,
+    run_plain,
+    run_speculative,
+)
+from headstart.target import Target
+
+
+@dataclass
+class Methods:
+    """What decodes each turn, all with the same target, EOS set and token budget: plain decoding
+    (the baseline), speculative decoding with each head, and HF's peers when asked for."""
+
+    target: Target
+    heads: dict[str, object]  # label -> head
+    gens: dict[str, SpeculativeGenerator]  # label -> its generator
+    assistant: object | None  # the draft model of HF assisted generation (cfg.assistant), or None
+    eos: list[int]
+    cfg: EvalConfig
+
+    @property
+    def names(self) -> list[str]:
+        """Every method, in the report's order."""
+        names = ["plain", *self.gens]
+        if self.cfg.peers:
+            names += ["hf_generate", "hf_prompt_lookup"]
+        if self.assistant is not None:
+            names.append("hf_assisted")
+        return names
+
+    def decode(self, method: str, ids: torch.Tensor, s: Sampling) -> Decoded:
+        """One turn's answer (ids: (1, T)) by `method`, up to cfg.max_new_tokens new tokens."""
+        target, n, eos = self.target, self.cfg.max_new_tokens, self.eos
+        if method == "plain":
+            return run_plain(target, ids, n, s, eos)
+        if method in self.gens:
+            return run_speculative(self.gens[method], ids, n, s, eos)
+        if method == "hf_generate":
+            return run_hf(target, ids, n, s, eos)
+        if method == "hf_prompt_lookup":
+            return run_hf(target, ids, n, s, eos, prompt_lookup_num_tokens=self.cfg.prompt_lookup_tokens)
+        return run_hf(target, ids, n, s, eos, assistant_model=self.assistant)
+
+    def warm_up(self) -> None:
+        """One short decode per method, so that one-time costs do not land on the first prompt."""
+        target, eos, s = self.target, self.eos, Sampling()
+        ids = encode_chat(target.tokenizer, [{"role": "user", "content": "Hello"}])
+        run_plain(target, ids, 4, s, eos)
+        for gen in self.gens.values():
+            run_speculative(gen, ids, 4, s, eos)
+        if self.cfg.peers:
+            run_hf(target, ids, 4, s, eos)
+        if self.assistant is not None:
+            run_hf(target, ids, 4, s, eos, assistant_model=self.assistant)
+
+    def verify_tokens(self) -> dict[str, int]:
+        """label -> tokens one verification forward of that head's tree feeds the target (nodes + root;
+        a hybrid's lookup branch counted at its longest)."""
+        return {label: verified_bounds(gen.tree_settings())[1] + 1 for label, gen in self.gens.items()}
+
+
+def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalConfig, tree) -> Methods:
+    """A generator per head with the decode section's tree options (`tree` overrides decode.tree),
+    HF assisted generation's draft model when cfg.assistant names one, and the EOS set. With
+    decode.prompt_lookup > 0, each head also runs as a hybrid ('<label>+lookup') and prompt lookup
+    alone ('lookup', a chain of decode.prompt_lookup tokens) runs in headstart's loop."""
+    named = _with_lookup(named, decode)
+    gens = {label: SpeculativeGenerator(target, h) if isinstance(h, LookupHead) else SpeculativeGenerator(
+        target, h, tree=tree or decode.tree, tree_size=decode.tree_size,
+        depth=decode.depth, top_k=decode.top_k, total_tokens=decode.total_tokens,
+    ) for label, h in named.items()}
+    assistant = load_assistant(cfg.assistant, target) if cfg.assistant else None
+    return Methods(target=target, heads=named, gens=gens, assistant=assistant, eos=eos_ids(target), cfg=cfg)
+
+
+def _with_lookup(named: dict, decode: DecodeConfig) -> dict:
+    """The heads, then (decode.prompt_lookup > 0) each as a hybrid with lookup branches, then lookup alone."""
+    if not decode.prompt_lookup:
+        return named
+    if "lookup" in named or any(label.endswith("+lookup") for label in named):
+        raise EvalError("with decode.prompt_lookup > 0, 'lookup' and '<label>+lookup' name the lookup methods; relabel the head")
+    length, ngram = decode.prompt_lookup, decode.lookup_ngram
+    hybrids = {f"{label}+lookup": HybridHead(h, length, ngram) for label, h in named.items()}
+    return {**named, **hybrids, "lookup": LookupHead(length, ngram)}
+

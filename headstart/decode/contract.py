@@ -1,0 +1,98 @@
+"""The contract between the decoding loop and a draft head: what a new head kind implements.
+
+The loop (`decode/generate.py`) knows a head only through `DraftHead`: a `kind` name and
+`propose(state, tree_or_spec) -> Proposal`. Before each verification it hands the head a
+`DraftState` (the target's last hidden state, the root token and, for heads that ask for them,
+the features of the positions committed since the previous call); it verifies the `Proposal`
+it gets back in one target forward. Heads do not inherit from anything: having the attributes
+is enough. Training, checkpoints and export are `headstart.heads`' business, not this contract's
+(a head that trains and saves is registered in `headstart.heads.REGISTRY`).
+
+A minimal static head, complete: it drafts the root token again at every node. Its τ stays near
+1.00, but decoding with it is lossless, as with any head.
+
+    from headstart.decode.contract import DraftState, Proposal
+    from headstart.decode.tree import Tree
+
+    class RepeatHead:
+        kind = "repeat"
+
+        def propose(self, state: DraftState, tree: Tree) -> Proposal:
+            tokens = state.root[:, None].expand(-1, tree.size)  # (B, N): every node drafts the root
+            return Proposal(tokens=tokens, tree=tree)
+
+    gen = SpeculativeGenerator(target, RepeatHead(), tree="tree8")
+
+A dynamic head (EAGLE-2) sets `dynamic = True`, receives a `DynamicTreeSpec` instead of a tree,
+grows its tree with `decode/dynamic.py` (`grow_tree`, then `select_dynamic_tree`) and returns
+that tree in its Proposal; `heads/drafting.py` and `decode/draft_model.py` are two such heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from headstart.decode.tree import Tree
+
+
+@dataclass
+class DraftState:
+    """What the decoding loop tells a head before each proposal.
+
+    A head that drafts for the whole batch (Medusa) gets hidden and root for all unfinished rows
+    (B rows); a head that drafts row by row gets one row (B = 1) with features and committed.
+    features/committed cover the target positions committed since the previous call: the whole
+    prompt at prefill (start == 0), then the accepted path [root, drafts...] of each step.
+    """
+
+    hidden: torch.Tensor  # (B, D) target's last hidden state at the last committed position
+    root: torch.Tensor  # (B,) the token the target chose next (the root of the next tree)
+    features: torch.Tensor | None = None  # (B, n, F) features at the n newly committed positions
+    committed: torch.Tensor | None = None  # (B, n) token ids at those positions
+    start: int = 0  # absolute position of committed[:, 0]; 0 means a new sequence
+
+    def next_tokens(self) -> torch.Tensor:
+        """(B, n) the token after each committed position: committed[:, 1:] then the root."""
+        return torch.cat([self.committed[:, 1:], self.root[:, None]], dim=1)
+
+
+@dataclass
+class Proposal:
+    """A head's draft: one token per tree node (nodes 1..N, the root excluded).
+
+    draft_probs, when given, is the distribution (B, N, V) each node's token was *sampled* from
+    (its parent's draft distribution); without it, drafts are deterministic choices (q = 1 on the
+    token), which verification treats exactly.
+    """
+
+    tokens: torch.Tensor  # (B, N)
+    tree: Tree
+    draft_probs: torch.Tensor | None = None
+
+
+@runtime_checkable
+class DraftHead(Protocol):
+    """What the decoding loop needs of a head (structural: heads do not inherit from it).
+
+    Optional attributes: `dynamic` (True: the head grows its own tree within a DynamicTreeSpec
+    and returns it in the Proposal), `feature_layers` (target layers whose outputs, concatenated,
+    form DraftState.features; empty: the final hidden state), `needs_features` (fill features
+    and committed at all; dynamic heads imply it), `drafter()` (a fresh drafting state for one
+    sequence, an object with `propose`: the engine makes one per row of a batch), `options` (a
+    dict: "tree", the static tree or the dynamic budget to use by default; "accuracy", the
+    measured per-depth top-k accuracy that `tree="auto"` builds a tree from; "num_heads", the
+    deepest static tree the head can fill).
+
+    How a batch is drafted: with `drafter()`, one drafter per row; else a static head without
+    `needs_features` drafts for all rows in one call (B rows in, tokens (B, N) out); else the
+    engine drafts row by row through a shallow copy of the head per row.
+    """
+
+    kind: str
+
+    def propose(self, state: DraftState, tree) -> Proposal:
+        """Draft a token for every node of a static `tree`, or grow a tree within a DynamicTreeSpec."""
+        ...
