@@ -16,16 +16,9 @@ from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.lookup import HybridHead, LookupHead, verified_bounds
-from headstart.eval.speed import (
-    Decoded,
-    EvalError,
-    Sampling,
-    eos_ids,
-    load_assistant,
-    run_hf,
-    run_plain,
-    run_speculative,
-)
+from headstart.decode.sampling import Sampling
+from headstart.decode.tune import tree_options
+from headstart.eval.speed import Decoded, EvalError, eos_ids, load_assistant, run_hf, run_plain, run_speculative
 from headstart.target import Target
 
 
@@ -37,6 +30,7 @@ class Methods:
     target: Target
     heads: dict[str, object]  # label -> head
     gens: dict[str, SpeculativeGenerator]  # label -> its generator
+    tree_sources: dict[str, str]  # label -> where its tree came from: 'command', 'head' or 'recipe' (tune.tree_options)
     assistant: object | None  # the draft model of HF assisted generation (cfg.assistant), or None
     eos: list[int]
     cfg: EvalConfig
@@ -51,18 +45,19 @@ class Methods:
             names.append("hf_assisted")
         return names
 
-    def decode(self, method: str, ids: torch.Tensor, s: Sampling) -> Decoded:
-        """One turn's answer (ids: (1, T)) by `method`, up to cfg.max_new_tokens new tokens."""
+    def decode(self, method: str, ids: torch.Tensor, s: Sampling, seed: int | None = None) -> Decoded:
+        """One turn's answer (ids: (1, T)) by `method`, up to cfg.max_new_tokens new tokens; sampled
+        from `seed` when s is not greedy."""
         target, n, eos = self.target, self.cfg.max_new_tokens, self.eos
         if method == "plain":
-            return run_plain(target, ids, n, s, eos)
+            return run_plain(target, ids, n, s, eos, seed)
         if method in self.gens:
-            return run_speculative(self.gens[method], ids, n, s, eos)
+            return run_speculative(self.gens[method], ids, n, s, eos, seed)
         if method == "hf_generate":
-            return run_hf(target, ids, n, s, eos)
+            return run_hf(target, ids, n, s, eos, seed)
         if method == "hf_prompt_lookup":
-            return run_hf(target, ids, n, s, eos, prompt_lookup_num_tokens=self.cfg.prompt_lookup_tokens)
-        return run_hf(target, ids, n, s, eos, assistant_model=self.assistant)
+            return run_hf(target, ids, n, s, eos, seed, prompt_lookup_num_tokens=self.cfg.prompt_lookup_tokens)
+        return run_hf(target, ids, n, s, eos, seed, assistant_model=self.assistant)
 
     def warm_up(self) -> None:
         """One short decode per method, so that one-time costs do not land on the first prompt."""
@@ -76,24 +71,32 @@ class Methods:
         if self.assistant is not None:
             run_hf(target, ids, 4, s, eos, assistant_model=self.assistant)
 
+    def tree(self, label: str) -> dict:
+        """What a report records with head `label`'s τ: its generator's tree settings and where they came from."""
+        return {**self.gens[label].tree_settings(), "source": self.tree_sources[label]}
+
     def verify_tokens(self) -> dict[str, int]:
         """label -> tokens one verification forward of that head's tree feeds the target (nodes + root;
         a hybrid's lookup branch counted at its longest)."""
         return {label: verified_bounds(gen.tree_settings())[1] + 1 for label, gen in self.gens.items()}
 
 
-def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalConfig, tree) -> Methods:
-    """A generator per head with the decode section's tree options (`tree` overrides decode.tree),
-    HF assisted generation's draft model when cfg.assistant names one, and the EOS set. With
+def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalConfig, given: frozenset[str] = frozenset()) -> Methods:
+    """A generator per head with its own tree (`tune.tree_options`: the decode fields in `given`,
+    set on the command line, > the head's saved or tuned tree > the decode section), HF assisted
+    generation's draft model when cfg.assistant names one, and the EOS set. With
     decode.prompt_lookup > 0, each head also runs as a hybrid ('<label>+lookup') and prompt lookup
     alone ('lookup', a chain of decode.prompt_lookup tokens) runs in headstart's loop."""
     named = _with_lookup(named, decode)
-    gens = {label: SpeculativeGenerator(target, h) if isinstance(h, LookupHead) else SpeculativeGenerator(
-        target, h, tree=tree or decode.tree, tree_size=decode.tree_size,
-        depth=decode.depth, top_k=decode.top_k, total_tokens=decode.total_tokens,
-    ) for label, h in named.items()}
+    gens, sources = {}, {}
+    for label, h in named.items():
+        if isinstance(h, LookupHead):  # its chain is decode.prompt_lookup tokens long
+            gens[label], sources[label] = SpeculativeGenerator(target, h), "command" if "prompt_lookup" in given else "recipe"
+        else:
+            options, sources[label] = tree_options(h, decode, given)
+            gens[label] = SpeculativeGenerator(target, h, **options)
     assistant = load_assistant(cfg.assistant, target) if cfg.assistant else None
-    return Methods(target=target, heads=named, gens=gens, assistant=assistant, eos=eos_ids(target), cfg=cfg)
+    return Methods(target=target, heads=named, gens=gens, tree_sources=sources, assistant=assistant, eos=eos_ids(target), cfg=cfg)
 
 
 def _with_lookup(named: dict, decode: DecodeConfig) -> dict:

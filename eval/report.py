@@ -34,7 +34,8 @@ def _tree_text(tree: dict | None) -> str:
     lookup = tree.get("lookup")
     if lookup and not lookup["branch"]:
         return f"chain of ≤ {lookup['max_tokens']} copied tokens, n-gram ≤ {lookup['max_ngram']} (prompt lookup)"
-    text = f"{tree['size']} nodes, depth {tree['depth']}, top-{tree['top_k']} ({tree['kind']})"
+    source = f", from the {tree['source']}" if tree.get("source") else ""
+    text = f"{tree['size']} nodes, depth {tree['depth']}, top-{tree['top_k']} ({tree['kind']}{source})"
     if lookup:
         text += f" + lookup branch ≤ {lookup['max_tokens']} tokens, n-gram ≤ {lookup['max_ngram']}"
     return text

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import platform
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,12 +26,13 @@ from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.lookup import verified_bounds
+from headstart.decode.sampling import Sampling
 from headstart.decode.verify import acceptance_length
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats
 from headstart.eval.methods import Methods, build_methods
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
 from headstart.eval.report import format_table, write_outputs
-from headstart.eval.speed import Decoded, EvalError, Sampling, relative_forward_cost
+from headstart.eval.speed import Decoded, EvalError, relative_forward_cost
 
 SCHEMA_VERSION = 1
 __all__ = ["SCHEMA_VERSION", "evaluate", "format_table"]
@@ -92,10 +94,14 @@ def evaluate(
     progress: bool = True,
     prompts: list[EvalPrompt] | None = None,
     warmup: bool = True,
+    given: Collection[str] = (),
 ) -> dict:
     """Decode the held-out prompts with every method at every temperature; returns the report.
 
-    heads: one head, a list, or {label: head}. tree overrides decode.tree for static heads.
+    heads: one head, a list, or {label: head}. Each head decodes with its own saved or tuned tree
+    unless `given` names decode fields set on the command line (those win) or `tree` is passed (it
+    replaces decode.tree, as `--tree` does); a head without a tree takes the decode section's.
+    The report records each head's tree and its source ('command', 'head', 'recipe').
     prompts: use these instead of reading cfg.prompts. The report (docs/eval.md) is also written
     as JSON, Markdown, PNG and HTML beside cfg.output when that is set.
     """
@@ -109,7 +115,9 @@ def evaluate(
     files = cfg.prompts if prompts is None else ""  # the report names no files for prompts handed over in code
     if prompts is None:
         prompts = load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)
-    methods = build_methods(target, named, decode, cfg, tree)
+    if tree is not None:
+        decode, given = replace(decode, tree=tree), {*given, "tree"}
+    methods = build_methods(target, named, decode, cfg, frozenset(given))
     if warmup:
         methods.warm_up()
     decoded = _decode_all(methods, prompts, temperatures, progress)
@@ -134,20 +142,20 @@ def _decode_all(methods: Methods, prompts: list[EvalPrompt], temperatures: list[
     for temperature in temperatures:
         decoded.turns[temperature] = {m: [] for m in methods.names}
         for i, p in enumerate(prompts):
-            s = Sampling(temperature=temperature, seed=methods.cfg.seed + i if temperature > 0 else None)
-            _decode_conversation(methods, p, s, decoded, bar)
+            seed = methods.cfg.seed + i if temperature > 0 else None
+            _decode_conversation(methods, p, Sampling(temperature), seed, decoded, bar)
     bar.close()
     return decoded
 
 
-def _decode_conversation(methods: Methods, p: EvalPrompt, s: Sampling, decoded: Decodings, bar: tqdm) -> None:
+def _decode_conversation(methods: Methods, p: EvalPrompt, s: Sampling, seed: int | None, decoded: Decodings, bar: tqdm) -> None:
     """One prompt's turns, each by every method, added to `decoded`; a later turn follows the
     target's own (plain) answer to the one before, so every method answers the same conversation."""
     tokenizer = methods.target.tokenizer
     messages = list(p.messages)
     for turn in range(1 + len(p.followups)):
         ids = encode_chat(tokenizer, messages).to(methods.target.device)
-        outs = {m: methods.decode(m, ids, s) for m in methods.names}
+        outs = {m: methods.decode(m, ids, s, seed) for m in methods.names}
         for m in methods.names:
             decoded.turns[s.temperature][m].append(Turn(prompt=p, index=turn, decoded=outs[m], plain=outs["plain"].tokens))
         for label in methods.gens:
@@ -174,7 +182,7 @@ def _report(methods: Methods, decoded: Decodings, prompt_info: dict) -> dict:
         "machine": _machine(target),
         "prompts": prompt_info,
         "sampling": {"temperatures": list(decoded.turns), "seed": cfg.seed, "top_p": 1.0, "top_k": 0},
-        "heads": [{**_head_info(label, methods.heads[label]), "tree": gen.tree_settings()} for label, gen in gens.items()],
+        "heads": [{**_head_info(label, methods.heads[label]), "tree": methods.tree(label)} for label in gens],
         "forward_cost": {str(n): c for n, c in cost.items()},
         "results": [
             {"temperature": t, "methods": [_summarise(m, turns, by_method["plain"], methods, cost, t) for m, turns in by_method.items()]}
@@ -255,7 +263,7 @@ def _summarise(method: str, turns: list[Turn], plain_turns: list[Turn], methods:
     entry = {
         "method": method if gen is None else "headstart",
         "label": method,
-        "tree": gen.tree_settings() if gen else None,
+        "tree": methods.tree(method) if gen else None,
         "tokens": tokens,
         "seconds": seconds,
         "tokens_per_s": tps,

@@ -30,9 +30,10 @@ from pathlib import Path
 
 import torch
 
+from headstart.decode.sampling import Sampling
 from headstart.errors import HeadstartError
 from headstart.eval.acceptance import acceptance_stats, round_floats
-from headstart.eval.speed import Sampling, eos_ids, run_plain, run_speculative
+from headstart.eval.speed import eos_ids, run_plain, run_speculative
 
 RUNNER = Path(__file__).with_name("vllm_run.py")
 #: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)

@@ -2,7 +2,8 @@
 
 Every method decodes the same input ids with the same target, dtype, thread count, EOS set and
 token budget: plain decoding (headstart's loop, the baseline), speculative decoding with a head,
-HF `generate` plain, HF prompt lookup, and HF assisted generation with a draft model.
+HF `generate` plain, HF prompt lookup, and HF assisted generation with a draft model. Each samples
+as the decoding engine's `Sampling` says (temperature, top-k, top-p), from `seed` when given.
 """
 
 from __future__ import annotations
@@ -14,22 +15,13 @@ import torch
 
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import plain_generate
+from headstart.decode.sampling import Sampling
 from headstart.decode.tune import forward_cost
 from headstart.errors import HeadstartError
 
 
 class EvalError(HeadstartError):
     """An evaluation that cannot run as asked (a peer's model, a tokenizer); the message says what to do."""
-
-
-@dataclass
-class Sampling:
-    """How every method samples: temperature 0 is greedy; seed makes a sampled run repeatable."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
 
 
 @dataclass
@@ -50,28 +42,30 @@ def eos_ids(target) -> list[int]:
     return sorted(ids)
 
 
-def run_plain(target, ids: torch.Tensor, max_new_tokens: int, s: Sampling, eos: list[int]) -> Decoded:
+def run_plain(target, ids: torch.Tensor, max_new_tokens: int, s: Sampling, eos: list[int], seed: int | None = None) -> Decoded:
     out = plain_generate(
-        target, ids, max_new_tokens, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=s.seed, eos_token_id=eos
+        target, ids, max_new_tokens, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed, eos_token_id=eos
     )
     return Decoded(out.sequences[0, ids.shape[1] :].tolist()[: out.new_lengths[0]], out.seconds)
 
 
-def run_speculative(gen: SpeculativeGenerator, ids: torch.Tensor, max_new_tokens: int, s: Sampling, eos: list[int]) -> Decoded:
+def run_speculative(
+    gen: SpeculativeGenerator, ids: torch.Tensor, max_new_tokens: int, s: Sampling, eos: list[int], seed: int | None = None
+) -> Decoded:
     # record_steps costs a few list conversions per step; the HTML view needs them.
     out = gen.generate(
-        ids, max_new_tokens, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=s.seed,
+        ids, max_new_tokens, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
         eos_token_id=eos, record_steps=True,
     )
     new = out.sequences[0, ids.shape[1] :].tolist()[: out.new_lengths[0]]
     return Decoded(new, out.seconds, list(out.accepted_per_step), out.steps[0])
 
 
-def run_hf(target, ids: torch.Tensor, max_new_tokens: int, s: Sampling, eos: list[int], **kwargs) -> Decoded:
+def run_hf(target, ids: torch.Tensor, max_new_tokens: int, s: Sampling, eos: list[int], seed: int | None = None, **kwargs) -> Decoded:
     """HF `generate` (plain, or with prompt_lookup_num_tokens= / assistant_model= in kwargs)."""
     sample = s.temperature > 0
-    if sample and s.seed is not None:
-        torch.manual_seed(s.seed)
+    if sample and seed is not None:
+        torch.manual_seed(seed)
     extra = {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k} if sample else {}  # top_k 0: off
     start = time.perf_counter()
     out = target.model.generate(
@@ -109,7 +103,5 @@ def relative_forward_cost(target, token_counts: list[int], repeats: int = 5) -> 
 
     The cached prefix is 256 tokens (less where the context is short), as in `tune-tree`.
     """
-    limit = target.max_position_embeddings or 4096
-    past = max(8, min(256, limit - max(token_counts) - 1))
-    seconds = forward_cost(target, token_counts, past_len=past, repeats=repeats)
+    seconds = forward_cost(target, token_counts, repeats=repeats)
     return {n: seconds[n] / seconds[1] for n in sorted(seconds)}

@@ -10,6 +10,7 @@ import inspect
 
 from headstart.heads.eagle import EagleHead
 from headstart.heads.eagle3 import Eagle3Head
+from headstart.heads.init_from_target import copy_target_layer
 from headstart.heads.medusa import MedusaHeads
 from headstart.heads.options import HeadOptionsError
 
@@ -27,14 +28,19 @@ def head_class(kind: str) -> type:
     return REGISTRY[kind]
 
 
-def build(kind: str, target, **options):
-    """A new, untrained head of `kind` for `target`; an option the kind does not take is a HeadOptionsError."""
+def build(kind: str, target, init_from_target: bool = False, **options):
+    """A new, untrained head of `kind` for `target`; an option the kind does not take is a HeadOptionsError.
+    init_from_target (EAGLE, EAGLE-3): its draft layer starts as a copy of the target's last decoder layer
+    (heads/init_from_target.py)."""
     cls = head_class(kind)
     takes = [name for name in inspect.signature(cls.build).parameters if name != "target"]
     unknown = sorted(set(options) - set(takes))
     if unknown:
         raise HeadOptionsError(f"a {kind} head takes no option {unknown[0]!r}; its options are: {', '.join(takes)}")
-    return cls.build(target, **options)
+    head = cls.build(target, **options)
+    if init_from_target:
+        copy_target_layer(head, target)
+    return head
 
 
 def recipe_options(head_config) -> dict:

@@ -1,5 +1,5 @@
-"""What EAGLE-1/2 and EAGLE-3 heads share: one decoder layer of the target's family, run over
-features, and EAGLE-2 dynamic-tree drafting with the head's own small KV cache.
+"""EAGLE-2 dynamic-tree drafting with the head's own small KV cache, for the heads that read the
+target's features (EAGLE-1/2 and EAGLE-3; their base is heads/feature_head.py).
 
 A feature-autoregressive head reads, at position t, the target's feature f_t and the next token
 x_{t+1}, and predicts the feature at t + 1 (hence the token at t + 2). At decode time:
@@ -13,49 +13,12 @@ Heads provide `input_features`, `step`, `draft_logits`, `draft_ids`, `dtype` and
 
 from __future__ import annotations
 
-import copy
-import inspect
-
 import torch
-from torch import nn
 
 from headstart.decode.cache import truncate
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.dynamic import DynamicTreeSpec, frontier_attention, grow_tree, select_dynamic_tree
 from headstart.target import float_mask
-
-
-def causal_mask(t: int, dtype: torch.dtype, device) -> torch.Tensor:
-    """(1, 1, T, T) causal additive mask; right padding needs nothing more (pads come last)."""
-    return float_mask(torch.ones(t, t, dtype=torch.bool, device=device).tril(), dtype)
-
-
-def single_layer_config(config, layer_type: str = "full_attention"):
-    """A copy of a target config for one full-attention decoder layer (no sliding window)."""
-    cfg = copy.deepcopy(config)
-    cfg.num_hidden_layers = 1
-    if getattr(cfg, "layer_types", None) is not None:
-        cfg.layer_types = [layer_type]
-    if hasattr(cfg, "sliding_window"):
-        cfg.sliding_window = None
-    if hasattr(cfg, "use_sliding_window"):
-        cfg.use_sliding_window = False
-    return cfg
-
-
-class Rotary(nn.Module):
-    """The architecture's own rotary embedding, called the way its base model calls it."""
-
-    def __init__(self, rotary_cls: type, config, layer_type: str = "full_attention"):
-        super().__init__()
-        self.rotary = rotary_cls(config)
-        takes_type = "layer_type" in inspect.signature(self.rotary.forward).parameters
-        self.layer_type = layer_type if takes_type else None
-
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.layer_type is None:
-            return self.rotary(x, positions)
-        return self.rotary(x, positions, self.layer_type)
 
 
 class FeatureDrafter:
@@ -104,43 +67,3 @@ class FeatureDrafter:
             torch.tensor(parents), torch.tensor(scores), torch.tensor(toks, device=dev), spec.total_tokens
         )
         return Proposal(kept[None], tree)
-
-
-class FeatureHead(nn.Module):
-    """What EAGLE and EAGLE-3 heads share: built from (options, target), saved as config.json +
-    model.safetensors, and drafting dynamic trees through a `FeatureDrafter` (`self._drafter`).
-    Subclasses define `fc` (its weight gives the head's dtype and device), `step`, `draft_logits`."""
-
-    dynamic = True
-    needs_features = True
-
-    @classmethod
-    def layers_for(cls, target, **options) -> tuple[int, ...]:
-        """The target layers a head built with `options` reads besides the last hidden state."""
-        return cls.feature_layers
-
-    @classmethod
-    def from_config(cls, options: dict, target):
-        """The shell a checkpoint's weights are loaded into."""
-        return cls(options, target)
-
-    def save_pretrained(self, folder, target=None, extra: dict | None = None):
-        from headstart.heads.checkpoint import save_heads
-
-        return save_heads(self, folder, target, extra)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.fc.weight.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.fc.weight.device
-
-    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
-        """Grow an EAGLE-2 tree from the target's features committed since the last call."""
-        return self._drafter.propose(state, spec)
-
-    def drafter(self) -> FeatureDrafter:
-        """A fresh drafting state (the head's own KV cache) for one sequence: the engine makes one per row."""
-        return FeatureDrafter(self)

@@ -17,25 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.dynamic import DynamicTreeSpec
-from headstart.errors import HeadstartError
-from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary, causal_mask, single_layer_config
+from headstart.heads.feature_head import FeatureHead, Rotary, causal_mask, single_layer_config
 from headstart.heads.losses import CE, Objective, soft_draft_loss
-from headstart.heads.medusa import index_in_draft_vocab
-from headstart.heads.options import draft_size, draft_vocab_size
-from headstart.target import WeightRows
-
-
-class ArchitectureMismatch(HeadstartError):
-    """A head whose decoder layer was built for another architecture than the target's."""
-
-
-def check_architecture(options: dict, target, kind: str) -> None:
-    recorded = options.get("model_type")
-    if recorded and recorded != target.config.model_type:
-        raise ArchitectureMismatch(
-            f"this {kind} head was trained on a {recorded!r} target; its decoder layer does not fit the "
-            f"{target.config.model_type!r} target {target.name!r}. Train a head for this target."
-        )
+from headstart.heads.vocab import draft_size, draft_vocab_size, index_in_draft_vocab
 
 
 class EagleHead(FeatureHead):
@@ -43,14 +27,10 @@ class EagleHead(FeatureHead):
     tree (depth, top_k, total_tokens of the dynamic tree)."""
 
     kind = "eagle"
-    feature_layers: tuple[int, ...] = ()  # the target's last hidden state
     recipe_fields: tuple[str, ...] = ()
 
     def __init__(self, options: dict, target):
-        super().__init__()
-        check_architecture(options, target, self.kind)
-        self.options = dict(options)
-        self.target_info: dict = {}
+        super().__init__(options, target)
         d = options["hidden_size"]
         cfg = single_layer_config(target.config)
         self.fc = nn.Linear(2 * d, d, bias=True)
@@ -58,11 +38,7 @@ class EagleHead(FeatureHead):
         self.layer.input_layernorm = nn.Identity()  # EAGLE: the fused input is not normed again
         self.rotary = Rotary(type(target.base.rotary_emb), cfg)
         self.register_buffer("draft_ids", torch.arange(draft_size(options), dtype=torch.long))
-        # The target's embedding, lm_head and softcapping, frozen and shared: a tuple keeps them out of the
-        # module registry, so they are never trained, moved or saved with the head.
-        self._shared = (target.embed_tokens, target.lm_head, target.softcap)
-        self._rows = WeightRows()  # the target lm_head's rows of the draft vocabulary
-        self._drafter = FeatureDrafter(self)
+        self._drafter = self.drafter()
 
     @classmethod
     def build(cls, target, draft_vocab: torch.Tensor | None = None, tree: dict | None = None) -> "EagleHead":
@@ -86,20 +62,15 @@ class EagleHead(FeatureHead):
 
     def step(self, feats: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, mask, cache=None) -> torch.Tensor:
         """feats (B, n, D) and next tokens (B, n) at `positions` -> predicted next features (B, n, D)."""
-        embed = self._shared[0](tokens).to(self.dtype)
+        embed = self.target_parts.embed_tokens(tokens).to(self.dtype)
         x = self.fc(torch.cat([embed, feats.to(self.dtype)], dim=-1))
         pe = self.rotary(x, positions)
         return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache, position_embeddings=pe)
 
     def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
-        """(..., D) features -> (..., N) logits over the draft vocabulary, with the target's softcap."""
-        lm_head, softcap = self._shared[1], self._shared[2]
-        if self.options.get("draft_vocab_size") is None:
-            logits = lm_head(h.to(lm_head.weight.dtype))  # a module call: ZeRO-3 gathers around it
-        else:
-            w = self._rows(lm_head.weight, self.draft_ids)
-            logits = F.linear(h.to(w.dtype), w)
-        return softcap(logits)
+        """(..., D) predicted features -> (..., N) logits over the draft vocabulary: EAGLE drafts with the
+        target's own lm_head (and softcap)."""
+        return self.target_logits(h)
 
     def draft_index(self, ids: torch.Tensor) -> torch.Tensor:
         """Target ids -> index in the draft vocabulary, -1 outside it."""

@@ -25,11 +25,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.dynamic import DynamicTreeSpec
-from headstart.heads.drafting import FeatureDrafter, FeatureHead, Rotary
-from headstart.heads.eagle import check_architecture
-from headstart.heads.losses import CE, Objective, soft_draft_loss
-from headstart.heads.medusa import simulated_accept_length
-from headstart.heads.options import check_feature_layers, draft_size, draft_vocab_size
+from headstart.heads.drafting import FeatureDrafter
+from headstart.heads.feature_head import FeatureHead, Rotary
+from headstart.heads.losses import CE, Objective, simulated_accept_length, soft_draft_loss
+from headstart.heads.options import check_feature_layers
 from headstart.heads.parallel import (
     ParallelDrafter,
     check_depth,
@@ -37,6 +36,14 @@ from headstart.heads.parallel import (
     parallel_loss,
     parallel_options,
     parallel_tokens_of,
+)
+from headstart.heads.vocab import (
+    d2t_from_ids,
+    draft_size,
+    draft_vocab_size,
+    ids_from_d2t,
+    index_in_draft_vocab,
+    t2d_from_ids,
 )
 from headstart.target import WeightRows, float_mask
 
@@ -90,12 +97,9 @@ class Eagle3Head(FeatureHead):
     recipe_fields: tuple[str, ...] = ("feature_layers", "parallel_drafting", "parallel_tokens")
 
     def __init__(self, options: dict, target):
-        super().__init__()
-        check_architecture(options, target, self.kind)
+        super().__init__(options, target)
         layers = list(options["feature_layers"])
         check_feature_layers(layers, target.num_layers)
-        self.options = dict(options)
-        self.target_info: dict = {}
         self.feature_layers = tuple(layers)
         d, v = options["hidden_size"], options["vocab_size"]
         n = draft_size(options)
@@ -115,8 +119,6 @@ class Eagle3Head(FeatureHead):
         self.rotary = Rotary(LlamaRotaryEmbedding, cfg)
         self.register_buffer("d2t", torch.zeros(n, dtype=torch.long))
         self.register_buffer("t2d", torch.ones(v, dtype=torch.bool) if n == v else torch.zeros(v, dtype=torch.bool))
-        self._shared = (target.embed_tokens,)  # frozen, never saved with the head
-        self._target_rows = WeightRows()  # the target lm_head's rows of the draft vocabulary (loss)
         self.parallel_tokens = parallel_tokens_of(self.options)  # K, None without parallel drafting
         if self.parallel_tokens:
             self.mask_hidden = init_mask_hidden(3 * d)  # (3D,) the placeholder slots' feature before fc
@@ -160,9 +162,8 @@ class Eagle3Head(FeatureHead):
             check_depth(options["tree"].get("depth", DynamicTreeSpec().depth), parallel["parallel_tokens"])
         head = cls(options, target)
         ids = torch.arange(target.vocab_size) if draft_vocab is None else draft_vocab.cpu().sort().values
-        head.d2t.copy_(ids - torch.arange(ids.numel()))
-        head.t2d.zero_()
-        head.t2d[ids] = True
+        head.d2t.copy_(d2t_from_ids(ids))
+        head.t2d.copy_(t2d_from_ids(ids, target.vocab_size))
         with torch.no_grad():  # start from the target's own output rows: a strong init
             head.lm_head.weight.copy_(WeightRows()(target.lm_head.weight, ids).float())
         head.target_info = target.describe()
@@ -171,13 +172,11 @@ class Eagle3Head(FeatureHead):
     @property
     def draft_ids(self) -> torch.Tensor:
         """(N,) the target id of each draft id: draft id + d2t."""
-        return torch.arange(self.d2t.numel(), device=self.d2t.device) + self.d2t
+        return ids_from_d2t(self.d2t)
 
     def draft_index(self, ids: torch.Tensor) -> torch.Tensor:
-        """Target ids -> draft ids, -1 where t2d says the token is outside the draft vocabulary."""
-        inside = self.t2d.to(ids.device)
-        rank = torch.cumsum(inside.long(), 0) - 1  # draft id of each target id that is inside
-        return torch.where(inside[ids], rank[ids], torch.full_like(ids, -1))
+        """Target ids -> draft ids, -1 outside the draft vocabulary."""
+        return index_in_draft_vocab(self.draft_ids, self.options["vocab_size"], ids)
 
     # ---- the layer ----
     def input_features(self, features: torch.Tensor) -> torch.Tensor:
@@ -188,7 +187,7 @@ class Eagle3Head(FeatureHead):
         """hidden (B, n, D) fused features or previous outputs, next tokens (B, n) -> outputs (B, n, D)."""
         layer = self.midlayer
         hidden = hidden.to(self.dtype)
-        embed = layer.input_layernorm(self._shared[0](tokens).to(self.dtype))
+        embed = layer.input_layernorm(self.target_parts.embed_tokens(tokens).to(self.dtype))
         x = torch.cat([embed, layer.hidden_norm(hidden)], dim=-1)  # (B, n, 2D)
         pe = self.rotary(x, positions)
         attn, _ = layer.self_attn(hidden_states=x, position_embeddings=pe, attention_mask=mask, cache=cache)
@@ -202,11 +201,7 @@ class Eagle3Head(FeatureHead):
     # ---- training ----
     def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
         feats = torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
-        if self.options.get("draft_vocab_size") is None:
-            target_logits = target.logits(out.hidden)  # (B, T, V)
-        else:  # (B, T, N) the target's logits over the draft vocabulary, from a copy of its rows
-            w = self._target_rows(target.lm_head.weight, self.draft_ids)
-            target_logits = target.softcap(F.linear(out.hidden.to(w.dtype), w))
+        target_logits = self.target_logits(out.hidden)  # (B, T, N) the target's own, over the draft vocabulary
         if self.parallel_tokens:
             return parallel_loss(self, feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.loss_decay,
                                  Objective.from_config(cfg))

@@ -25,6 +25,7 @@ from headstart.heads.reading import (
     read_safetensors,
     read_torch,
 )
+from headstart.heads.vocab import ids_from_d2t, t2d_from_ids
 
 # ---------------------------------------------------------------------------------------------
 # EAGLE-3: the eagle3 and speculators layouts
@@ -153,11 +154,10 @@ def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefi
     n = int(config.get("draft_vocab_size") or v)
     d2t = state["d2t"].to(torch.long) if "d2t" in state else torch.zeros(n, dtype=torch.long)
     d2t = checked_tensor({"d2t": d2t}, "d2t", (n,), weights)
-    draft_ids = torch.arange(n) + d2t
+    draft_ids = ids_from_d2t(d2t)
     if n and (int(draft_ids.min()) < 0 or int(draft_ids.max()) >= v or not bool((draft_ids[1:] > draft_ids[:-1]).all())):
         raise CheckpointError(f"{weights}: d2t does not map the draft vocabulary onto increasing target ids in [0, {v})")
-    t2d = torch.zeros(v, dtype=torch.bool)
-    t2d[draft_ids] = True
+    t2d = t2d_from_ids(draft_ids, v)
     if "t2d" in state and not torch.equal(checked_tensor(state, "t2d", (v,), weights).to(torch.bool), t2d):
         raise CheckpointError(f"{weights}: t2d and d2t name different draft vocabularies")
     if "lm_head.weight" not in state and n == v:  # SGLang then takes the target's lm_head

@@ -113,6 +113,15 @@ def hard_draft_loss(logits: torch.Tensor, labels: torch.Tensor, objective: Objec
     return DraftLoss(_mix(loss, ce, objective), ce.detach(), accept)
 
 
+def simulated_accept_length(top1: list[float]) -> float:
+    """Training-time proxy of τ for a chain: 1 + Σ_k Π_{i≤k} acc_i (bonus token counted)."""
+    total, running = 1.0, 1.0
+    for acc in top1:
+        running *= acc
+        total += running
+    return total
+
+
 def _label_q(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """q(y) of each row (M,), one read of the logits (no (M, N) copy); rows labelled -1 read token 0."""
     picked = logits.gather(-1, labels.clamp(min=0)[:, None])[:, 0]

@@ -15,8 +15,8 @@ from torch import nn
 
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.tree import Tree
-from headstart.heads.losses import CE, Objective, hard_draft_loss
-from headstart.heads.options import draft_size, draft_vocab_size
+from headstart.heads.losses import CE, Objective, hard_draft_loss, simulated_accept_length
+from headstart.heads.vocab import draft_size, draft_vocab_size, index_in_draft_vocab
 from headstart.target import WeightRows, gathered
 
 
@@ -214,19 +214,3 @@ class MedusaHeads(nn.Module):
         nodes_depth = tree.depth[1:].to(ranked.device) - 1
         nodes_choice = tree.choice[1:].to(ranked.device)
         return Proposal(tokens=ranked[:, nodes_depth, nodes_choice], tree=tree)
-
-
-def index_in_draft_vocab(draft_ids: torch.Tensor, vocab_size: int, ids: torch.Tensor) -> torch.Tensor:
-    """Target ids -> their index in `draft_ids` (the draft vocabulary), -1 where absent."""
-    table = torch.full((vocab_size,), -1, dtype=torch.long, device=ids.device)
-    table[draft_ids.to(ids.device)] = torch.arange(draft_ids.numel(), device=ids.device)
-    return table[ids]
-
-
-def simulated_accept_length(top1: list[float]) -> float:
-    """Training-time proxy of τ for a chain: 1 + Σ_k Π_{i≤k} acc_i (bonus token counted)."""
-    total, running = 1.0, 1.0
-    for acc in top1:
-        running *= acc
-        total += running
-    return total

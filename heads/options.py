@@ -1,12 +1,11 @@
 """Checks of a head's options that every kind shares, run when a head is built and when one is loaded.
 
 A head whose options pass here has the shapes its serving engines assume: a draft vocabulary of
-1..V distinct target ids, and (EAGLE-3) three distinct target layers in ascending order.
+1..V tokens, and (EAGLE-3) three distinct target layers in ascending order. The draft vocabulary's
+own tensors (its ids checked against the target, its index, its EAGLE-3 maps) are heads/vocab.py.
 """
 
 from __future__ import annotations
-
-import torch
 
 from headstart.errors import HeadstartError
 
@@ -22,33 +21,6 @@ def check_draft_vocab_size(n: object, vocab_size: int, key: str = "draft_vocab_s
             f"{key}={n!r}: a draft vocabulary holds between 1 and {vocab_size} tokens (the target's vocabulary); "
             f"give a size in that range, or null for the whole vocabulary"
         )
-
-
-def draft_size(options: dict) -> int:
-    """The number of tokens a head ranks: `draft_vocab_size`, or the whole vocabulary when it is None."""
-    n = options.get("draft_vocab_size")
-    if n is None:
-        return options["vocab_size"]
-    check_draft_vocab_size(n, options["vocab_size"])
-    return n
-
-
-def draft_vocab_size(target, draft_vocab: torch.Tensor | None) -> int | None:
-    """Check a draft vocabulary (target ids) against the target; returns its size (None: the whole vocabulary)."""
-    if draft_vocab is None:
-        return None
-    v = target.vocab_size
-    if draft_vocab.ndim != 1:
-        raise HeadOptionsError(f"a draft vocabulary is a 1-D tensor of target ids, got shape {tuple(draft_vocab.shape)}")
-    n = int(draft_vocab.numel())
-    if n > v:
-        raise HeadOptionsError(f"a draft vocabulary of {n} tokens is larger than the target's {v}")
-    check_draft_vocab_size(n, v, "the draft vocabulary's size")
-    if int(draft_vocab.min()) < 0 or int(draft_vocab.max()) >= v:
-        raise HeadOptionsError(f"draft vocabulary ids must lie in [0, {v}); got ids from {int(draft_vocab.min())} to {int(draft_vocab.max())}")
-    if int(draft_vocab.unique().numel()) != n:
-        raise HeadOptionsError(f"the draft vocabulary lists {n - int(draft_vocab.unique().numel())} token ids twice; give distinct ids")
-    return n
 
 
 def check_feature_layers(layers: list[int], num_layers: int | None) -> None:
@@ -92,6 +64,7 @@ def check_head_config(config: dict) -> None:
     """Refuse a saved head's config.json whose options no head can be built from (its draft
     vocabulary size; EAGLE-3's feature layers, against the recorded target's layers)."""
     head = config["head"]
-    draft_size({**head, "vocab_size": config["vocab_size"]})
+    if head.get("draft_vocab_size") is not None:
+        check_draft_vocab_size(head["draft_vocab_size"], config["vocab_size"])
     if "feature_layers" in head:
         check_feature_layers(list(head["feature_layers"]), (config.get("target") or {}).get("num_hidden_layers"))

@@ -45,8 +45,7 @@ from headstart.decode.cache import truncate
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.tree import Tree, best_tree_paths, tree_from_paths
-from headstart.heads.losses import CE, Objective
-from headstart.heads.medusa import simulated_accept_length
+from headstart.heads.losses import CE, Objective, simulated_accept_length
 from headstart.heads.options import HeadOptionsError
 from headstart.target import float_mask
 

@@ -2,7 +2,9 @@
 
     headstart train recipes/smollm2-135m/medusa.yaml train.lr=3e-4 train.max_minutes=5
 
-Overrides may come anywhere on the line, after options too. A bad input (a recipe value, a file, a
+Overrides may come anywhere on the line, after options too. A head decodes with the tree given on
+the command line (`decode.*` overrides, `--tree`), else its own saved or tuned tree, else the
+recipe's decode section (`headstart.decode.tune.tree_options`). A bad input (a recipe value, a file, a
 head for another target) is one `headstart VERB: error: ...` line and exit status 2; `--debug`
 shows its traceback instead. Results are printed for people and written as JSON for programs.
 """
@@ -28,6 +30,17 @@ def _no_recipe_first_override(args) -> None:
     """Verbs whose recipe is optional: a first word like `key=value` is an override, not the recipe."""
     if args.recipe is not None and "=" in args.recipe:
         args.recipe, args.overrides = None, [args.recipe, *args.overrides]
+
+
+def _tree_given(args, recipe) -> frozenset[str]:
+    """The decode fields this command line sets (dotted `decode.*` overrides, and `--tree`, which
+    goes into recipe.decode.tree): they beat the head's own tree (`tune.tree_options`)."""
+    from headstart.decode.tune import given_decode_fields
+
+    given = given_decode_fields(args.overrides)
+    if args.tree:
+        recipe.decode.tree, given = args.tree, given | {"tree"}
+    return given
 
 
 def _target(recipe):
@@ -103,7 +116,7 @@ def cmd_eval(args) -> int:
         recipe.eval.peers = False
     target = _target(recipe)
     heads = {path: load_heads(path, target=target, allow_other_target=args.allow_other_target) for path in args.head}
-    report = evaluate(target, heads, recipe.decode, recipe.eval, tree=args.tree)
+    report = evaluate(target, heads, recipe.decode, recipe.eval, given=_tree_given(args, recipe))
     print(format_table(report))
     if recipe.eval.output:
         out = Path(recipe.eval.output)
@@ -119,13 +132,16 @@ def cmd_generate(args) -> int:
     from headstart.decode.generate import SpeculativeGenerator
     from headstart.decode.lookup import with_lookup
     from headstart.decode.steps import format_steps
+    from headstart.decode.tune import tree_options
     from headstart.heads.checkpoint import load_heads
 
     recipe = _recipe(args)
+    given = _tree_given(args, recipe)
     target = _target(recipe)
     heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
     heads = with_lookup(heads, recipe.decode.prompt_lookup, recipe.decode.lookup_ngram)  # hybrid trees when asked
-    gen = SpeculativeGenerator(target, heads, tree=args.tree or recipe.decode.tree, tree_size=recipe.decode.tree_size)
+    options, source = tree_options(heads, recipe.decode, given)
+    gen = SpeculativeGenerator(target, heads, **options)
     tok = target.tokenizer
     ids = encode_chat(tok, [{"role": "user", "content": args.prompt}])
     streamer = None if args.show_drafts else TextStreamer(tok, skip_prompt=True, skip_special_tokens=True)
@@ -148,7 +164,7 @@ def cmd_generate(args) -> int:
     branch = f", + a prompt-lookup branch of up to {lookup['max_tokens']} tokens" if lookup else ""
     print(
         f"\n[acceptance length {out.acceptance_length:.2f} ({settings['kind']} tree: {settings['size']} nodes, depth "
-        f"{settings['depth']}, top-k {settings['top_k']}{branch}), {len(out.accepted_per_step)} target forwards, "
+        f"{settings['depth']}, top-k {settings['top_k']}{branch}; from the {source}), {len(out.accepted_per_step)} target forwards, "
         f"temperature {args.temperature}, stopped by {out.finish_reasons[0]}]",
         file=sys.stderr,
     )
@@ -156,16 +172,19 @@ def cmd_generate(args) -> int:
 
 
 def cmd_tune_tree(args) -> int:
-    from headstart.decode.tune import tune_tree
+    from headstart.decode.tune import format_tuning, tune_tree
     from headstart.heads.checkpoint import load_heads, update_config
 
     recipe = _recipe(args)
     target = _target(recipe)
     heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
-    paths, table = tune_tree(target, heads)
-    update_config(args.head, head={"tree": [list(p) for p in paths]}, tree_tuning=table)
-    print(json.dumps(table, indent=2))
-    print(f"wrote a {len(paths)}-node tree into {Path(args.head) / 'config.json'}; decoding uses it by default")
+    tree, table = tune_tree(target, heads, prompts=args.prompts, num_prompts=args.num_prompts, grid=args.grid or None)
+    update_config(args.head, head={"tree": tree}, tree_tuning=table)
+    print(format_tuning(table))
+    what = (f"a {len(tree)}-node tree" if isinstance(tree, list)
+            else f"a tree of depth {tree['depth']}, top-k {tree['top_k']}, {tree['total_tokens']} nodes")
+    print(f"wrote {what} into {Path(args.head) / 'config.json'} (the table: its tree_tuning); decoding and eval use it "
+          f"unless their command line sets decode.* or --tree")
     return 0
 
 
@@ -269,6 +288,17 @@ def _ranged(tp: type, bounds: Bounds):
     return convert
 
 
+def _grid_entry(text: str) -> tuple[int, ...]:
+    """An argparse `type`: 'DEPTH,TOP_K,TOTAL' -> (depth, top_k, total_tokens)."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3:
+        raise argparse.ArgumentTypeError(f"expected DEPTH,TOP_K,TOTAL_TOKENS (three integers, e.g. 4,2,7), got {text!r}")
+    return values
+
+
 def _allow_other_target(s: argparse.ArgumentParser) -> None:
     s.add_argument("--allow-other-target", action="store_true",
                    help="load a head trained on another model of the same shapes (its drafts are tuned to that model: fewer are accepted)")
@@ -301,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = verb("eval", cmd_eval, "acceptance (τ, per depth) and speed of heads against plain decoding and HF's peers")
     s.add_argument("--head", required=True, action="append", help="head folder (config.json + model.safetensors); repeat to compare several")
     _allow_other_target(s)
-    s.add_argument("--tree", default=None, help="override decode.tree (static heads)")
+    s.add_argument("--tree", default=None, help="decode.tree for every static head (beats each head's own tree, as decode.* overrides do)")
     s.add_argument("--temperature", type=_ranged(float, Bounds(ge=0)), action="append", default=[], help="override eval.temperatures (repeatable, e.g. 0 and 0.7)")
     s.add_argument("--assistant", default=None, metavar="PATH", help="a draft model for HF assisted generation (same tokenizer as the target)")
     s.add_argument("--no-peers", action="store_true", help="skip HF generate and prompt lookup")
@@ -309,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--head", required=True, help="head folder")
     _allow_other_target(s)
     s.add_argument("--prompt", required=True, help="the user message")
-    s.add_argument("--tree", default=None, help="override decode.tree")
+    s.add_argument("--tree", default=None, help="decode.tree for a static head (beats the head's own tree, as decode.* overrides do)")
     s.add_argument("--max-new-tokens", type=_ranged(int, Bounds(ge=1)), default=None, help="default: decode.max_new_tokens")
     s.add_argument("--temperature", type=_ranged(float, Bounds(ge=0)), default=0.0, help="0: greedy; > 0: lossless speculative sampling")
     s.add_argument("--top-p", type=_ranged(float, Bounds(gt=0, le=1)), default=1.0, help="nucleus sampling threshold (1: off)")
@@ -318,9 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
     s.add_argument("--show-drafts", action="store_true", help="show each verification step: accepted, rejected, corrected")
     s.add_argument("--no-color", action="store_true", help="plain text for --show-drafts even on a terminal")
-    s = verb("tune-tree", cmd_tune_tree, "measure this machine's forward costs and store the best tree in the head")
+    s = verb("tune-tree", cmd_tune_tree, "measure this machine's costs and the head's acceptance; store the best tree in the head (any kind)")
     s.add_argument("--head", required=True, help="head folder; its config.json gets the tree")
     _allow_other_target(s)
+    s.add_argument("--prompts", default="data/prompts/train.jsonl", help="EAGLE heads: prompts decoded to measure τ (default: the distillation prompts, never the eval set)")
+    s.add_argument("--num-prompts", type=_ranged(int, Bounds(ge=1)), default=3, help="EAGLE heads: how many of them (the first ones)")
+    s.add_argument("--grid", type=_grid_entry, action="append", default=[], metavar="DEPTH,TOP_K,TOTAL",
+                   help="EAGLE heads: a candidate tree (repeatable; default: chains of 2..5, trees of 4, 7, 12, 16 nodes with top-k 2..4)")
     s = verb("export", cmd_export, "write a head in a serving layout (SGLang/vLLM EAGLE-3, vLLM Medusa, Medusa) and/or push it to the Hub", recipe_required=False)
     s.add_argument("--head", required=True, help="head folder (config.json + model.safetensors)")
     s.add_argument("--layout", default="headstart", help="headstart, vllm-medusa, medusa, eagle3 or speculators (the recipe's target is loaded only when the layout needs it: a shared lm_head's rows, an EAGLE-3 layer's config)")

@@ -4,7 +4,8 @@
    (the shipped corpus, data/distilled/smollm2-135m.jsonl.gz, came from the same command);
 2. train a head (Medusa-1 by default; `--head eagle` or `--head eagle3`) on shipped + fresh answers
    for a fixed wall-clock budget (Medusa stays the default: at the same budget on the 2-core AVX2
-   CI machine EAGLE-1 reached about the same τ and EAGLE-3 less, both slower per token);
+   CI machine EAGLE-1 reached about the same τ and EAGLE-3 less, both slower per token), then
+   choose its tree for this machine (`tune-tree`) unless the command line sets one;
 3. decode held-out prompts plainly and speculatively (and with HF generate and prompt lookup),
    and print τ, acceptance per depth, tokens/s, speedup and whether the outputs matched.
 Results: runs/demo/eval.json (schema: docs/eval.md), eval.md, eval.png and eval.html, run details in
@@ -40,6 +41,22 @@ def _fresh_prompts(prompts_file: str, shipped: list[str], n: int, out: Path) -> 
 
 
 DEMO_KINDS = ("medusa", "eagle", "eagle3")
+
+
+def _should_tune(heads, tree: str, given: frozenset[str]) -> bool:
+    """Tune the head's tree unless the command line chose one (or a Medusa recipe names a fixed tree)."""
+    if getattr(heads, "dynamic", False):
+        return not given & {"depth", "top_k", "total_tokens"}
+    return tree == "auto" and not given & {"tree", "tree_size"}
+
+
+def _tuning(heads, quick: bool) -> dict:
+    """tune_tree's options: its defaults, or (--quick) two candidates measured on one short decode."""
+    if not quick:
+        return {}
+    if getattr(heads, "dynamic", False):
+        return {"grid": [(2, 1, 2), (2, 2, 4)], "num_prompts": 1, "max_new_tokens": 16}
+    return {"sizes": (4, 8)}
 
 
 def run_demo(
@@ -84,19 +101,21 @@ def run_demo(
     print(f"      held-out top-1 per depth {held['top1']}" + (f", top-5 {held['top5']}" if "top5" in held else "")
           + f", simulated τ {held['sim_accept_length']}", flush=True)
 
-    from headstart.decode.tune import tune_tree
+    from headstart.decode.tune import format_tuning, given_decode_fields, tune_tree
     from headstart.heads.checkpoint import load_heads, update_config
 
     heads = load_heads(summary["final"], target=target)
-    if recipe.decode.tree == "auto" and not getattr(heads, "dynamic", False):
-        paths, table = tune_tree(target, heads, sizes=(4, 8) if quick else (4, 8, 12, 16, 24, 32))
-        update_config(summary["final"], head={"tree": [list(p) for p in paths]}, tree_tuning=table)
-        heads.options["tree"] = [list(p) for p in paths]  # what the saved config now says
-        best = table["sizes"][len(paths)]
-        print(f"      tree for this machine: {len(paths)} nodes (expected τ {best['expected_tau']}, step cost "
-              f"{best['step_cost']}x a plain step)", flush=True)
-    print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative, HF generate, HF prompt lookup", flush=True)
-    report = evaluate(target, heads, recipe.decode, recipe.eval)
+    given = given_decode_fields(overrides)  # a tree set on the demo's command line beats the tuned one
+    if _should_tune(heads, recipe.decode.tree, given):
+        print("      choosing the tree for this machine (tune-tree):", flush=True)
+        tree, table = tune_tree(target, heads, **_tuning(heads, quick))
+        update_config(summary["final"], head={"tree": tree}, tree_tuning=table)
+        heads.options["tree"] = tree  # what the saved config now says
+        print("\n".join("      " + line for line in format_tuning(table).splitlines()), flush=True)
+    lookup = ", with lookup branches (hybrid), lookup alone" if recipe.decode.prompt_lookup else ""
+    print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative{lookup}, HF generate, "
+          "HF prompt lookup", flush=True)
+    report = evaluate(target, heads, recipe.decode, recipe.eval, given=given)
     out = Path(recipe.eval.output)
     run = {
         "distill": distill_stats, "train": summary, "recipe": recipe_to_dict(recipe),

@@ -28,11 +28,11 @@ import torch
 import headstart as hs
 from headstart.chat import encode_chat
 from headstart.config import DistillConfig, TrainConfig
+from headstart.heads.vocab import frequent_tokens
 from headstart.jsonl import read_jsonl
 from headstart.train.data import build_examples, collate
 from headstart.train.distill import distill
 from headstart.train.features import batch_features, training_dataset, write_feature_cache
-from headstart.train.trainer import frequent_tokens
 
 CORPUS = "data/distilled/smollm2-135m.jsonl.gz"
 

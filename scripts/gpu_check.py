@@ -31,6 +31,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from functools import partial
 from pathlib import Path
 
@@ -47,6 +48,7 @@ GPU_RECIPES = {
     "medusa": "recipes/llama-3.1-8b-instruct/medusa.yaml",
     "eagle": "recipes/vicuna-7b-v1.3/eagle.yaml",
     "eagle3": "recipes/llama-3.1-8b-instruct/eagle3.yaml",
+    "eagle3-parallel": "recipes/llama-3.1-8b-instruct/eagle3.yaml",  # with head.parallel_drafting=true
 }
 TREE_TOKENS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -136,15 +138,19 @@ def verify_table(rows: list[dict], prefix: int) -> str:
     return "\n".join(lines)
 
 
-def loop_share(target, prompts: int, prompt_len: int, new_tokens: int, tree: dict, draft_vocab: int) -> dict:
+def loop_share(target, prompts: int, prompt_len: int, new_tokens: int, tree: dict, draft_vocab: int,
+               parallel: bool = False) -> dict:
     """Decode random prompts with an untrained EAGLE-3 head and plainly: tokens/s of each, τ, and
-    the profiled split of a speculative step (seconds per phase, summed over the prompts)."""
+    the profiled split of a speculative step (seconds per phase, summed over the prompts). With
+    `parallel` the head drafts P-EAGLE style: all `depth` positions in one draft forward."""
     import headstart.heads as heads_registry
     from headstart.decode.generate import SpeculativeGenerator
     from headstart.decode.plain import plain_generate
 
     dev = target.device
-    head = heads_registry.build("eagle3", target, draft_vocab=torch.arange(min(draft_vocab, target.vocab_size)), tree=tree)
+    extra = {"parallel_drafting": True, "parallel_tokens": max(2, tree["depth"])} if parallel else {}
+    head = heads_registry.build("eagle3", target, draft_vocab=torch.arange(min(draft_vocab, target.vocab_size)),
+                                tree=tree, **extra)
     head = head.to(device=dev, dtype=target.dtype).eval().requires_grad_(False)  # as loading a head for decoding does
     spec = SpeculativeGenerator(target, head, **tree)
     gen = torch.Generator().manual_seed(1)
@@ -166,6 +172,7 @@ def loop_share(target, prompts: int, prompt_len: int, new_tokens: int, tree: dic
     spec_tokens, spec_seconds, steps, _ = run(spec.generate)
     _, _, profiled_steps, timings = run(spec.generate, profile=True)
     return {
+        "head": "P-EAGLE (parallel drafting)" if parallel else "EAGLE-3",
         "prompts": prompts,
         "prompt_tokens": prompt_len,
         "new_tokens": new_tokens,
@@ -188,7 +195,7 @@ def loop_table(loop: dict) -> str:
     outside = 1 - phases.get("target_forward", 0.0) / step
     lines += [
         "",
-        f"Untrained EAGLE-3 head (draft vocabulary {loop['draft_vocab_size']}), dynamic tree depth {t['depth']}, "
+        f"Untrained {loop['head']} head (draft vocabulary {loop['draft_vocab_size']}), dynamic tree depth {t['depth']}, "
         f"top-k {t['top_k']}, {t['total_tokens']} nodes; {loop['prompts']} random prompts of {loop['prompt_tokens']} "
         f"tokens x {loop['new_tokens']} new tokens, greedy: τ {loop['tau']:.2f}; speculative loop "
         f"{loop['speculative_tokens_per_s']} tok/s, plain loop {loop['plain_tokens_per_s']} tok/s; "
@@ -207,13 +214,15 @@ def train_rows(target, kinds: list[str], tiny: bool, steps: int) -> list[dict]:
     for kind in kinds:
         path = GPU_RECIPES[kind]
         overrides = ["train.report_to=none"]
-        if kind == "eagle3":
+        if kind.startswith("eagle3"):
             overrides.append("head.feature_layers=null")  # the recipe's layers are an 8B's; the default fits any depth
+        if kind == "eagle3-parallel":
+            overrides += ["head.parallel_drafting=true", "decode.depth=4"]  # K = 4 positions per draft forward
         if tiny:
             overrides += [*tiny_overrides(path), "data.max_length=64"]
         recipe = load_recipe(path, overrides)
         examples = made_up_examples(recipe.train.batch_size * steps, recipe.data.max_length, target.vocab_size)
-        rows.append(profile_kind(recipe, target, examples, steps))
+        rows.append({**profile_kind(recipe, target, examples, steps), "kind": kind})
         print(f"profiled training of {kind}", flush=True)
     return rows
 
@@ -236,32 +245,51 @@ def main() -> None:
     where = machine(dev)
     print(f"{target.name}: {params:,} parameters, {str(target.dtype).removeprefix('torch.')}, "
           f"{where['kind']} ({where['name']}); built in {time.perf_counter() - start:.1f} s", flush=True)
+    result = {"target": target.name, "parameters": params, "dtype": str(target.dtype).removeprefix("torch."),
+              "machine": where, "config": "tiny" if args.tiny else LLAMA_1B, "time": time.strftime("%Y-%m-%d %H:%M")}
+    failed = []
+
+    def section(name: str, measure, table) -> None:
+        """Run one section; a failure is printed and the next section still runs (device time is scarce),
+        and the JSON holds whatever was measured so far."""
+        try:
+            result[name] = measure()
+            print(table(result[name]), flush=True)
+        except Exception:  # noqa: BLE001 - reported, and the script exits non-zero at the end
+            failed.append(name)
+            traceback.print_exc()
+        result["seconds"] = round(time.perf_counter() - start, 1)
+        if args.out:
+            save(result, Path(args.out))
 
     prefix = 512
-    verify = verify_costs(target, TREE_TOKENS, prefix, repeats=3 if args.tiny else 20)
-    print(f"\n(a) Verification forward against a {prefix}-token cache\n\n{verify_table(verify, prefix)}", flush=True)
+    print(f"\n(a) Verification forward against a {prefix}-token cache\n", flush=True)
+    section("verify", lambda: verify_costs(target, TREE_TOKENS, prefix, repeats=3 if args.tiny else 20),
+            lambda rows: verify_table(rows, prefix))
 
     if args.tiny:
         tree, sizes = {"depth": 3, "top_k": 4, "total_tokens": 8}, dict(prompts=2, prompt_len=32, new_tokens=16)
     else:  # EAGLE-2/3's GPU defaults, as the GPU recipes set them
         tree, sizes = {"depth": 6, "top_k": 10, "total_tokens": 60}, dict(prompts=4, prompt_len=128, new_tokens=128)
-    loop = loop_share(target, tree=tree, draft_vocab=32000, **sizes)
-    print(f"\n(b) The speculative loop's share of a step\n\n{loop_table(loop)}", flush=True)
+    print("\n(b) The speculative loop's share of a step\n", flush=True)
+    section("loop", lambda: loop_share(target, tree=tree, draft_vocab=32000, **sizes), loop_table)
+    print("\n(b') The same with a parallel-drafting (P-EAGLE) head: one draft forward per step\n", flush=True)
+    section("loop_parallel", lambda: loop_share(target, tree=tree, draft_vocab=32000, parallel=True, **sizes),
+            loop_table)
 
-    train = train_rows(target, args.kinds, args.tiny, steps=1 if args.tiny else 5)
-    print(f"\n(c) Training step per head kind (made-up batches of the GPU recipes' sizes)\n\n{profile_table(train)}")
-    seconds = round(time.perf_counter() - start, 1)
-    print(f"\nchecks took {seconds} s (imports excluded)")
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        result = {"target": target.name, "parameters": params, "dtype": str(target.dtype).removeprefix("torch."),
-                  "machine": where, "config": "tiny" if args.tiny else LLAMA_1B, "verify": verify, "loop": loop,
-                  "train": train, "seconds": seconds, "time": time.strftime("%Y-%m-%d %H:%M")}
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-        os.replace(tmp, out)
+    print("\n(c) Training step per head kind (made-up batches of the GPU recipes' sizes)\n", flush=True)
+    section("train", lambda: train_rows(target, args.kinds, args.tiny, steps=1 if args.tiny else 5), profile_table)
+    print(f"\nchecks took {result['seconds']} s (imports excluded)")
+    if failed:
+        print(f"gpu_check.py: error: section(s) {', '.join(failed)} failed (traceback above)", file=sys.stderr)
+        sys.exit(1)
 
+
+def save(result: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, out)
 
 if __name__ == "__main__":
     main()

@@ -139,13 +139,13 @@ def test_tune_tree_picks_a_tree_the_generator_uses(tmp_path):
     target = tiny_target("llama")
     heads = perturbed_heads(target)
     heads.options["accuracy"] = [[0.7, 0.1, 0.05], [0.5, 0.1, 0.05], [0.3, 0.1, 0.05]]
-    paths, table = tune_tree(target, heads, sizes=(2, 4, 8), past_len=32)
-    assert len(paths) in (2, 4, 8) and set(table["sizes"]) == {2, 4, 8}
+    tree, table = tune_tree(target, heads, sizes=(2, 4, 8), past_len=32)
+    assert len(tree) in (2, 4, 8) and set(table["sizes"]) == {2, 4, 8} and table["kind"] == "static"
     heads.save_pretrained(tmp_path / "h", target)
-    update_config(tmp_path / "h", head={"tree": [list(p) for p in paths]}, tree_tuning=table)
+    update_config(tmp_path / "h", head={"tree": tree}, tree_tuning=table)
     loaded = hs.load_heads(tmp_path / "h", target=target)
     gen = hs.SpeculativeGenerator(target, loaded)  # tree="auto" takes the stored tree
-    assert gen.tree.paths == tuple(sorted(paths, key=lambda p: (len(p), p)))
+    assert gen.tree.paths == tuple(sorted(map(tuple, tree), key=lambda p: (len(p), p)))
 
 
 def test_ragged_cache_commits_paths_per_row_and_squeezes_holes_out():

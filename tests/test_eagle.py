@@ -10,8 +10,8 @@ from headstart.config import TrainConfig, load_recipe
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.heads.checkpoint import CheckpointError
-from headstart.heads.eagle import ArchitectureMismatch
 from headstart.heads.eagle3 import ttt_mask
+from headstart.heads.feature_head import ArchitectureMismatch
 from headstart.target import float_mask
 from headstart.train.features import batch_features
 from headstart.train.trainer import build_head, train

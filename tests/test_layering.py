@@ -56,11 +56,13 @@ def layer(module: str) -> str:
     return "core"
 
 
-def imported_modules(path: Path, known: set[str]) -> set[str]:
-    """The package's modules that `path` imports anywhere in it (module level or inside functions);
+def imported_modules(path: Path, known: set[str], module_level: bool = False) -> set[str]:
+    """The package's modules that `path` imports anywhere in it (module level or inside functions;
+    only the statements at module level with `module_level`, the imports that run when it is imported);
     `from headstart import heads` names the submodule `headstart.heads`."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in tree.body if module_level else ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -105,6 +107,21 @@ def private_imports(path: Path, package: str) -> list[str]:
     return found
 
 
+def kind_imports(kind_module: str, files: dict[str, Path]) -> set[str]:
+    """The package's modules a head kind's module depends on: those it imports anywhere, then, through
+    them, every module their module-level imports load. (Not through their lazy imports: saving goes
+    through heads/checkpoint.py, which reaches every kind through the registry on purpose.)"""
+    known = set(files)
+    found, todo = set(), sorted(imported_modules(files[kind_module], known))
+    while todo:
+        name = todo.pop()
+        if name in found or name not in files:
+            continue
+        found.add(name)
+        todo += sorted(imported_modules(files[name], known, module_level=True))
+    return found
+
+
 def cycle(edges) -> list[str] | None:
     """A circle in the graph of layers (as a list of layers), or None."""
     graph: dict[str, set[str]] = {}
@@ -139,6 +156,7 @@ def test_the_checker_sees_every_import_form(tmp_path):
     assert imported_modules(source, known) == {
         "headstart.heads", "headstart.config", "headstart.train.joint", "headstart.eval.run",
     }
+    assert imported_modules(source, known, module_level=True) == {"headstart.heads", "headstart.config"}
     assert cycle({("heads", "train"), ("train", "heads")}) == ["heads", "train", "heads"]
     assert cycle({("train", "heads"), ("heads", "core")}) is None
     assert layer("headstart.decode.tree") == "decode" and layer("headstart.adapter") == "core"
@@ -172,6 +190,22 @@ def test_heads_modules_share_only_public_names():
     found = {name: private_imports(path, "headstart.heads") for name, path in files.items()}
     found = {name: names for name, names in found.items() if names}
     assert not found, f"private names of sibling modules used in heads/: {found}"
+
+
+def test_head_kinds_share_helpers_through_their_own_modules():
+    """No head kind's module imports another kind's: what kinds share lives in modules of its own
+    (heads/vocab.py the draft vocabulary, heads/feature_head.py the base of EAGLE and EAGLE-3,
+    heads/losses.py the token losses and the simulated τ), not in a sibling kind."""
+    from headstart.heads import REGISTRY
+
+    files = module_files()
+    kinds = {cls.__module__ for cls in REGISTRY.values()}
+    assert kinds == {"headstart.heads.medusa", "headstart.heads.eagle", "headstart.heads.eagle3"}
+    eagle3 = kind_imports("headstart.heads.eagle3", files)
+    assert {"headstart.heads.vocab", "headstart.heads.feature_head", "headstart.heads.drafting"} <= eagle3
+    assert "headstart.heads.eagle" not in eagle3 and "headstart.heads.medusa" not in eagle3
+    found = {kind: sorted(kind_imports(kind, files) & (kinds - {kind})) for kind in sorted(kinds)}
+    assert not any(found.values()), f"head kinds importing other kinds' modules: {found}"
 
 
 def test_no_import_circle_between_folders():

@@ -38,10 +38,10 @@ def table(text: str, first_header: str) -> tuple[list[str], list[list[str]]]:
     return cells[0], body
 
 
-def check_training_rows(rows: list[dict], printed: list[list[str]], tokens: list[int]) -> None:
+def check_training_rows(rows: list[dict], printed: list[list[str]], tokens: list[int], kinds=KINDS) -> None:
     """Every kind profiled: all phases timed, shares summing to 1, throughput consistent with the step
     and with `tokens` per step (made-up batches: no padding), the printed cells those of the JSON."""
-    assert [r["kind"] for r in rows] == KINDS
+    assert [r["kind"] for r in rows] == kinds
     for r, cells, tokens_per_step in zip(rows, printed, tokens):
         assert list(r["ms"]) == PHASES and list(r["share"]) == PHASES
         assert all(r["ms"][p] > 0 for p in ("target_forward", "head_forward", "vocab_and_loss", "backward"))
@@ -95,10 +95,14 @@ def test_gpu_check_tiny_on_cpu_runs_all_three_checks(tmp_path):
     assert list(loop["ms_per_step"]) == ["draft", "target_forward", "accept", "commit_and_bookkeeping"]
     assert loop["tau"] >= 1.0 and loop["plain_tokens_per_s"] > 0 and loop["speculative_tokens_per_s"] > 0
     assert "outside the target's forward" in res.stdout
+    parallel = data["loop_parallel"]  # the same loop with a P-EAGLE head: one draft forward per step
+    assert parallel["head"].startswith("P-EAGLE") and list(parallel["ms_per_step"]) == list(loop["ms_per_step"])
+    assert parallel["tau"] >= 1.0 and parallel["speculative_tokens_per_s"] > 0
 
     _, printed = table(res.stdout, "head")
-    assert [row[1] for row in printed] == ["4 × 64", "4 × 64", "1 × 64"]  # the GPU recipes' batch sizes, length 64
-    check_training_rows(data["train"], printed, tokens=[256, 256, 64])
+    assert [row[0] for row in printed] == ["medusa", "eagle", "eagle3", "eagle3-parallel"]
+    assert [row[1] for row in printed] == ["4 × 64", "4 × 64", "1 × 64", "1 × 64"]  # the GPU recipes' batch sizes
+    check_training_rows(data["train"], printed, tokens=[256, 256, 64, 64], kinds=[*KINDS, "eagle3-parallel"])
     assert data["config"] == "tiny" and data["dtype"] == "float32" and data["seconds"] > 0
 
 

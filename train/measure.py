@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from headstart.heads.medusa import simulated_accept_length
+from headstart.heads.losses import simulated_accept_length
 from headstart.train.data import ExampleDataset, collate
 from headstart.train.features import batch_features
 

@@ -27,6 +27,7 @@ import headstart.heads as heads_registry
 from headstart.adapter import add_adapter
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.heads.checkpoint import load_heads
+from headstart.heads.vocab import frequent_tokens
 from headstart.target import Target, is_partitioned, resolve_dtype
 from headstart.train.budget import schedule_steps
 from headstart.train.data import Example, ExampleDataset, build_examples, collate, split
@@ -123,6 +124,9 @@ def _read_data(recipe: Recipe, target: Target) -> TrainingData:
 def _setup_head(recipe: Recipe, target: Target, examples: list[Example], heads: nn.Module | None) -> nn.Module:
     """The head to train, in float32 and train mode: the one handed over, else head.init_from's
     (training goes on from its weights), else a new one of the recipe's kind counted over `examples`."""
+    if heads is None and recipe.head.init_from and recipe.head.init_from_target:
+        raise RecipeError(f"head.init_from ({recipe.head.init_from}) continues a trained head, head.init_from_target starts a new "
+                          "one from the target's last layer: set one of them")
     if heads is None and recipe.head.init_from:
         heads = load_heads(recipe.head.init_from, target).requires_grad_(True)
         if heads.kind != recipe.head.kind:
@@ -240,17 +244,6 @@ def _save(trainer: HeadTrainer, heads: nn.Module, recipe: Recipe, summary: dict)
     return out / "final"
 
 
-def frequent_tokens(examples, n: int, vocab_size: int) -> torch.Tensor:
-    """The n most frequent assistant tokens of `examples`, most frequent first (ties by id)."""
-    counts = torch.zeros(vocab_size, dtype=torch.long)
-    for e in examples:
-        ids = torch.tensor(e.input_ids)[torch.tensor(e.loss_mask, dtype=torch.bool)]
-        counts += torch.bincount(ids, minlength=vocab_size)
-    n = min(n, vocab_size)
-    order = sorted(range(vocab_size), key=lambda i: (-int(counts[i]), i))[:n]
-    return torch.tensor(order, dtype=torch.long)
-
-
 def build_head(recipe: Recipe, target: Target, examples):
     """A new head of the recipe's kind; its draft vocabulary counted over `examples`' answers."""
     hcfg = recipe.head
@@ -266,7 +259,7 @@ def build_head(recipe: Recipe, target: Target, examples):
     if getattr(cls, "dynamic", False):
         d = recipe.decode
         options["tree"] = {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}
-    return heads_registry.build(hcfg.kind, target, **options)
+    return heads_registry.build(hcfg.kind, target, init_from_target=hcfg.init_from_target, **options)
 
 
 def zero_stage(deepspeed_config: str | None) -> int | None:
