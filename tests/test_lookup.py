@@ -272,6 +272,10 @@ def test_eval_runs_hybrid_and_lookup_beside_hf_prompt_lookup(chat_target, tmp_pa
     assert by["lookup"]["tree"]["size"] == 4 and by["lookup"]["bound"]["verify_tokens"] == 5
     table = out.with_suffix(".md").read_text()
     assert "+ lookup branch ≤ 4 tokens, n-gram ≤ 2" in table and "chain of ≤ 4 copied tokens" in table
+    # the bound of a lookup draft prices every step at its longest: the table says so, for both lookup methods
+    bounds = [line for line in table.splitlines() if line.startswith("- Bound:")]
+    assert len(bounds) == 3 and "verifying up to 13 tokens" in bounds[1] and "verifying up to 5 tokens" in bounds[2]
+    assert "up to" not in bounds[0] and not any("another job" in line for line in bounds[1:])
     with pytest.raises(EvalError, match="relabel"):
         evaluate(target, {"lookup": perturbed_heads(target)}, DecodeConfig(prompt_lookup=4), cfg, prompts=[PROMPT])
 
