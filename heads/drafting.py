@@ -21,28 +21,43 @@ from headstart.decode.dynamic import DynamicTreeSpec, frontier_attention, grow_t
 from headstart.target import float_mask
 
 
-class FeatureDrafter:
+def block_attention(past: int, width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """`width` new positions after `past` cached ones, causal among themselves: what each may see,
+    (width, past + width) bool, and their positions (1, width)."""
+    allowed = torch.ones(width, past + width, dtype=torch.bool, device=device)
+    allowed[:, past:] = torch.ones(width, width, dtype=torch.bool, device=device).tril()
+    return allowed, torch.arange(past, past + width, device=device)[None]
+
+
+class CachedDrafter:
     """The per-sequence drafting state of one head: its KV cache over the committed positions."""
 
     def __init__(self, head):
         self.head = head
         self.cache = None
 
-    @torch.no_grad()
-    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+    def committed_cache(self, state: DraftState):
+        """The head's cache cut back to the positions committed before `state.start` (new at a sequence's start)."""
         from transformers import DynamicCache
 
-        head = self.head
-        dev, dtype = head.device, head.dtype
         if state.start == 0 or self.cache is None:
             self.cache = DynamicCache()
         truncate(self.cache, state.start)
+        return self.cache
+
+
+class FeatureDrafter(CachedDrafter):
+    """EAGLE-2 dynamic trees drafted one depth per forward of the head (see the module docstring)."""
+
+    @torch.no_grad()
+    def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+        head = self.head
+        dev, dtype = head.device, head.dtype
+        self.committed_cache(state)
         tokens = state.next_tokens().to(dev)  # (1, n) the token after each committed position
         n, past = tokens.shape[1], state.start
         feats = head.input_features(state.features.to(device=dev, dtype=dtype))  # (1, n, D)
-        allowed = torch.ones(n, past + n, dtype=torch.bool, device=dev)
-        allowed[:, past:] = torch.ones(n, n, dtype=torch.bool, device=dev).tril()
-        positions = torch.arange(past, past + n, device=dev)[None]
+        allowed, positions = block_attention(past, n, dev)
         out = head.step(feats, tokens, positions, float_mask(allowed, dtype), self.cache)  # (1, n, D)
         committed = past + n  # cache entries of true features; also the root's position
         h_root = out[0, -1]  # predicts the feature at the root's position

@@ -45,6 +45,7 @@ from headstart.decode.cache import truncate
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.tree import Tree, best_tree_paths, tree_from_paths
+from headstart.heads.drafting import CachedDrafter, block_attention
 from headstart.heads.losses import CE, Objective, simulated_accept_length
 from headstart.heads.options import HeadOptionsError
 from headstart.target import float_mask
@@ -164,32 +165,21 @@ def parallel_tree(logp: torch.Tensor, spec: DynamicTreeSpec, token_ids: torch.Te
     return token_ids[top.indices[rank[:, 0], rank[:, 1]]], tree
 
 
-class ParallelDrafter:
-    """The per-sequence drafting state of a parallel head: its KV cache over the committed positions."""
-
-    def __init__(self, head):
-        self.head = head
-        self.cache = None
+class ParallelDrafter(CachedDrafter):
+    """A parallel head's drafting: all K positions in one forward over its cache of committed positions."""
 
     @torch.no_grad()
     def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
-        from transformers import DynamicCache
-
         head = self.head
         k, dev, dtype = head.parallel_tokens, head.device, head.dtype
         check_depth(spec.depth, k)
-        if state.start == 0 or self.cache is None:
-            self.cache = DynamicCache()
-        truncate(self.cache, state.start)
+        self.committed_cache(state)
         past, n = state.start, state.committed.shape[1]
         feats = head.input_features(state.features.to(device=dev, dtype=dtype))  # (1, n, D)
         hidden = torch.cat([feats, mask_feature(head).expand(1, k - 1, -1)], dim=1)  # (1, n + K - 1, D)
         tokens = state.next_tokens().to(dev)  # (1, n) the token after each committed position, the root last
         tokens = torch.cat([tokens, tokens.new_full((1, k - 1), head.options["ptd_token_id"])], dim=1)
-        width = n + k - 1
-        allowed = torch.ones(width, past + width, dtype=torch.bool, device=dev)
-        allowed[:, past:] = torch.ones(width, width, dtype=torch.bool, device=dev).tril()
-        positions = torch.arange(past, past + width, device=dev)[None]
+        allowed, positions = block_attention(past, n + k - 1, dev)
         out = head.step(hidden, tokens, positions, float_mask(allowed, dtype), self.cache)  # (1, n + K - 1, D)
         truncate(self.cache, past + n)  # keep the committed positions only
         logp = head.draft_logits(out[0, n - 1 :]).float().log_softmax(-1)  # (K, N) drafts 1..K

@@ -32,17 +32,8 @@ from headstart.target import Target
 from tests.conftest import VOCAB, tiny_target
 from tests.test_decode import perturbed_heads
 from tests.test_eagle import perturbed
-from tests.test_eval import PROMPT, _save_tiny
+from tests.test_eval import PROMPT, _save_tiny, one_thread  # noqa: F401 (one_thread: autouse, tiny models on one thread)
 from tests.test_sampling import chi2_ok
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, and far faster when other jobs share the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 # ---------------------------------------------------------------- the n-gram proposer, by hand
 
