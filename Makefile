@@ -63,14 +63,14 @@ demo-quick: setup
 
 test: setup chromium
 	@$(VENV)/bin/ruff check --quiet . && echo "ruff: clean"
-	@$(PY) -m pytest -q tests --ignore=tests/test_vllm.py
+	@$(PY) -m pytest -q tests --ignore=tests/end_to_end/test_vllm.py
 
 # vLLM loads and decodes every served layout (about 5 minutes; its own target, as make test must stay short)
 test-vllm: setup vllm
-	@$(PY) -m pytest -q tests/test_vllm.py
+	@$(PY) -m pytest -q tests/end_to_end/test_vllm.py
 
 test-fast: setup chromium
-	@$(PY) -m pytest -q tests -m "not embedded" --ignore=tests/test_vllm.py
+	@$(PY) -m pytest -q tests -m "not embedded" --ignore=tests/end_to_end/test_vllm.py
 
 test-embedded: setup
 	@$(PY) -m pytest -q tests -m embedded

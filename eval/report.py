@@ -99,7 +99,7 @@ def format_table(report: dict) -> str:
                 "",
                 f"In {report['target']['dtype']} a forward over several tokens rounds differently from a one-token forward, so "
                 "near-ties flip and outputs can differ from plain decoding (HF's own peers show the same); in float32 they "
-                "are identical (tests/test_decode.py).",
+                "are identical (tests/end_to_end/test_decode.py).",
             ]
         lines += _category_table(res, kinds)
     lines += [

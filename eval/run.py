@@ -62,7 +62,7 @@ def _head_info(label: str, heads) -> dict:
     return {
         "label": label,
         "kind": heads.kind,
-        "options": {k: v for k, v in options.items() if k not in ("accuracy", "tree") and not isinstance(v, (dict, list))},
+        "options": {k: v for k, v in options.items() if not isinstance(v, (dict, list))},
     }
 
 

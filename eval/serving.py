@@ -13,6 +13,12 @@ Conventions, all on the same prompts and the same chain of k:
   acceptance per position d = share of drafts whose first d tokens were all accepted (vLLM's
   `accepted_per_pos[d-1] / drafts`, headstart's `acceptance_per_depth`).
 - output agreement is against vLLM plain: identity is expected in float32, a match rate in bf16.
+Two predictions of vLLM's figure, in the same counts: headstart's loop on its own greedy text
+(`acceptance.headstart`), and headstart's drafter along the text vLLM served
+(`acceptance.headstart_along_vllm_text`, `along_text_acceptance`): vLLM's output tokens are teacher-forced
+through the target, the drafter proposes from the last accepted position as in decoding, and a draft
+is accepted while it matches the served text. In float32 the texts are the same and so are the two;
+in bf16 the engines' greedy texts part at near-ties, and only the second is measured on vLLM's text.
 headstart predicts with the head as served: the exported folder imported back. They differ for a
 Medusa head with a draft vocabulary, which vLLM 0.32 serves over the full vocabulary (heads/export.py);
 the report then also gives the trained head's acceptance (`acceptance.headstart_as_trained`).
@@ -34,6 +40,7 @@ from headstart.decode.sampling import Sampling
 from headstart.errors import HeadstartError
 from headstart.eval.acceptance import acceptance_stats, round_floats
 from headstart.eval.speed import eos_ids, run_plain, run_speculative
+from headstart.target import TargetOutput
 
 RUNNER = Path(__file__).with_name("vllm_run.py")
 #: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
@@ -49,7 +56,12 @@ CONVENTIONS = {
     "accepted_per_draft": "accepted / drafts = tau - 1, bonus not counted",
     "draft_token_acceptance": "accepted / draft_tokens, per drafted token",
     "acceptance_per_position": "[d-1]: share of drafts whose first d tokens were all accepted",
-    "relative_difference": "(vLLM - headstart) / headstart",
+    "headstart": "headstart's prediction on its own text: its decoding loop with the head, greedy, on the same prompts",
+    "headstart_along_vllm_text": "headstart's prediction along vLLM's text: vLLM's output tokens teacher-forced through the target, "
+                                 "the drafter proposing k from each last accepted position, drafts accepted while they match "
+                                 "that text; same counts (bonus counted in the mean acceptance length, per draft step)",
+    "relative_difference": "(vLLM - headstart) / headstart, for headstart's prediction on its own text",
+    "relative_difference_along_vllm_text": "(vLLM - headstart along vLLM's text) / headstart along vLLM's text",
     "agreement": "outputs identical to vLLM plain token for token: expected in float32, a match rate in bf16",
     "tokens_per_s": "new tokens / decoding seconds, batch 1, greedy, after one untimed warm-up request",
 }
@@ -166,6 +178,63 @@ def headstart_side(target, head, prompts: list[list[int]], k: int, max_new_token
     return out
 
 
+@torch.no_grad()
+def teacher_forced(target, prompt: list[int], text: list[int], layers: tuple[int, ...], extra: int) -> tuple[TargetOutput, list[int]]:
+    """One target forward over prompt + text (the tapped `layers` kept), and the text followed by the
+    target's own `extra` greedy tokens after it: what a last step's drafts past the text's end are
+    checked against, as both engines verify drafts past the stop and count them."""
+    cache = target.new_cache()
+    out = target(torch.tensor([prompt + text], device=target.device), cache=cache, feature_layers=layers)
+    extended, last = list(text), out.hidden[:, -1]  # (1, D)
+    for _ in range(extra):  # greedy, EOS not special
+        nxt = target.logits(last).argmax(-1)  # (1,)
+        extended.append(int(nxt))
+        last = target(nxt[:, None], cache=cache).hidden[:, -1]
+    return out, extended
+
+
+@torch.no_grad()
+def along_text_steps(target, head, prompt: list[int], text: list[int], k: int) -> list[int]:
+    """Drafts accepted per verification step when headstart's drafter drafts along a given text.
+
+    The text (the new tokens after `prompt`, e.g. vLLM's output) stands in for the target's greedy
+    choices: each step the drafter proposes `chain_generator`'s draft shape (P-EAGLE's k slots, or a
+    chain of k) from the last accepted position, reading the target's features of the text
+    (teacher-forced), and the longest prefix of drafts that the text continues with is accepted; the
+    text's next token is the bonus and the next root. Steps run until the text is covered, as the
+    decoding loop's do. Along the target's own greedy text in float32 this is the loop's own
+    `accepted_per_step` (tested); the features come from one forward over the text rather than the
+    loop's verification forwards, which round differently in bf16.
+    """
+    from headstart.decode.contract import DraftState
+    from headstart.decode.verify import greedy_accept
+
+    gen = chain_generator(target, head, k)
+    spec = gen.tree_spec if gen.dynamic else gen.tree
+    drafter = gen._drafters(1)[0] or head  # a per-sequence drafter, else the head drafts for a batch (Medusa)
+    out, ext = teacher_forced(target, prompt, text, gen.feature_layers if gen.needs_features else (), k)
+    feats = gen._features(out) if gen.needs_features else None  # (1, P + L, F)
+    ids = torch.tensor([prompt + ext], device=target.device)  # (1, P + L + k)
+    p, root, start, steps = len(prompt), 0, 0, []  # root: index in the text of the token drafted after
+    while root + 1 < len(text):  # the loop stops once its new tokens cover the text (EOS or the budget)
+        at = p + root  # the root's absolute position; positions start..at-1 were committed since the last step
+        state = DraftState(out.hidden[:, at - 1], ids[:, at], None if feats is None else feats[:, start:at], ids[:, start:at], start)
+        proposal = drafter.propose(state, spec)
+        tree = proposal.tree
+        tokens = torch.cat([ids[0, at : at + 1], proposal.tokens[0].to(ids.device)])  # (N + 1,) root first
+        predicted = ids[0, at + 1 + tree.depth.to(ids.device)]  # (N + 1,) the text's token after each input
+        accepted, _ = greedy_accept(tokens, predicted, tree.retrieve.to(ids.device))
+        steps.append(accepted)
+        start, root = at, root + accepted + 1
+    return steps
+
+
+def along_text_acceptance(target, head, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
+    """headstart's prediction along given texts (vLLM's outputs), in vLLM's counts (`headstart_acceptance`)."""
+    steps = [a for prompt, text in zip(prompts, texts, strict=True) for a in along_text_steps(target, head, prompt, text, k)]
+    return headstart_acceptance(steps, k)
+
+
 def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
              eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int = 2) -> dict:
     """The job eval/vllm_run.py runs: the prompts as token ids, greedy, one engine after another."""
@@ -188,8 +257,15 @@ def _speed(tokens: int, seconds: float, base: float | None) -> dict:
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tps, "vs_vllm_plain": tps / base if tps and base else None}
 
 
+def differences(served: dict, predicted: dict) -> dict:
+    """(served − predicted) / predicted of each acceptance figure compared."""
+    return {key: relative_difference(served[key], predicted[key])
+            for key in ("mean_acceptance_length", "accepted_per_draft", "draft_token_acceptance")}
+
+
 def compare(result: dict, ours: dict, k: int, head_engine: str = "head", ngram_engine: str | None = "ngram") -> dict:
-    """The side-by-side report of a vLLM run (plain, head, n-gram engines) and headstart's own run."""
+    """The side-by-side report of a vLLM run (plain, head, n-gram engines) and headstart's own run
+    (`headstart_side`, plus `ours["along_vllm_text"]`: `along_text_acceptance` on the head engine's outputs)."""
     plain, served = engine_record(result, "plain"), engine_record(result, head_engine)
     acc = served["metrics"]
     vllm_acc = acceptance_from_counts(acc["drafts"], acc["draft_tokens"], acc["accepted"], acc["accepted_per_pos"])
@@ -204,16 +280,14 @@ def compare(result: dict, ours: dict, k: int, head_engine: str = "head", ngram_e
     if ngram_engine:
         ngram = engine_record(result, ngram_engine)
         speed["vllm_ngram"] = _speed(ngram["tokens"], ngram["seconds"], base)
+    acceptance = {"vllm": vllm_acc, "headstart": predicted, "relative_difference": differences(vllm_acc, predicted)}
+    along = ours.get("along_vllm_text")
+    if along:
+        acceptance["headstart_along_vllm_text"] = along
+        acceptance["relative_difference_along_vllm_text"] = differences(vllm_acc, along)
     return {
         "chain": k,
-        "acceptance": {
-            "vllm": vllm_acc,
-            "headstart": predicted,
-            "relative_difference": {
-                key: relative_difference(vllm_acc[key], predicted[key])
-                for key in ("mean_acceptance_length", "accepted_per_draft", "draft_token_acceptance")
-            },
-        },
+        "acceptance": acceptance,
         "agreement": {
             "vllm_head_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
             "headstart_plain_vs_vllm_plain": agreement(ours["plain"]["outputs"], plain["outputs"]),
@@ -292,6 +366,7 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         result = run_vllm(job, timeout=timeout, log=log)
     load = round(os.getloadavg()[0], 2)  # other work on the machine slows the timings (several-fold on 2 cores)
     ours = headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos)
+    ours["along_vllm_text"] = along_text_acceptance(target, served, prompts, engine_record(result, "head")["outputs"], k)
     trained_vocab, served_vocab = head.options.get("draft_vocab_size"), served.options.get("draft_vocab_size")
     report = {
         "target": {"name": target.name, "dtype": dtype},
@@ -329,28 +404,35 @@ def _f(value, fmt: str = "{:.3f}") -> str:
 def format_serving(report: dict) -> str:
     """The report as Markdown (also what `headstart serve-check` prints)."""
     k, acc = report["chain"], report["acceptance"]
-    v, h, rel = acc["vllm"], acc["headstart"], acc["relative_difference"]
+    v, h = acc["vllm"], acc["headstart"]
+    along = acc.get("headstart_along_vllm_text") or {}
+    rel, rel_along = acc["relative_difference"], acc.get("relative_difference_along_vllm_text") or {}
+
+    def row(name: str, key: str, fmt: str = "{:.3f}", relative: bool = False) -> str:
+        cells = [_f(v[key], fmt), _f(h[key], fmt), _f(along.get(key), fmt)]
+        if relative:
+            cells += [_f(rel[key], "{:+.1%}"), _f(rel_along.get(key), "{:+.1%}")]
+        return f"| {name} | " + " | ".join(cells + [""] * (5 - len(cells))) + " |"
+
     lines = [
         f"Serving check of `{report['head']['path']}` ({report['head']['kind']}, layout {report['head']['layout']}, vLLM method "
         f"{report['head']['method']}) on `{report['target']['name']}` ({report['target']['dtype']}): {report['prompts']['count']} prompts x "
         f"{report['prompts']['max_new_tokens']} new tokens, greedy, batch 1, a chain of {k} drafts; vLLM {report['machine']['vllm']}.",
         "",
-        "| acceptance (same prompts, chain of k) | vLLM (served) | headstart (predicted) | relative difference |",
-        "|---|---|---|---|",
-        f"| drafts (verification steps) | {v['drafts']} | {h['drafts']} | |",
-        f"| draft tokens | {v['draft_tokens']} | {h['draft_tokens']} | |",
-        f"| accepted draft tokens | {v['accepted']} | {h['accepted']} | |",
-        f"| mean acceptance length (1 + accepted / drafts; = τ, bonus counted) | {_f(v['mean_acceptance_length'])} | "
-        f"{_f(h['mean_acceptance_length'])} | {_f(rel['mean_acceptance_length'], '{:+.1%}')} |",
-        f"| accepted per draft (bonus not counted) | {_f(v['accepted_per_draft'])} | {_f(h['accepted_per_draft'])} | "
-        f"{_f(rel['accepted_per_draft'], '{:+.1%}')} |",
-        f"| draft-token acceptance (accepted / draft tokens) | {_f(v['draft_token_acceptance'])} | {_f(h['draft_token_acceptance'])} | "
-        f"{_f(rel['draft_token_acceptance'], '{:+.1%}')} |",
+        "| acceptance (same prompts, chain of k) | vLLM (served) | headstart predicted, on its own text | headstart predicted, "
+        "along vLLM's text | relative difference, own text | relative difference, vLLM's text |",
+        "|---|---|---|---|---|---|",
+        row("drafts (verification steps)", "drafts", "{}"),
+        row("draft tokens", "draft_tokens", "{}"),
+        row("accepted draft tokens", "accepted", "{}"),
+        row("mean acceptance length (1 + accepted / drafts; = τ, bonus counted)", "mean_acceptance_length", relative=True),
+        row("accepted per draft (bonus not counted)", "accepted_per_draft", relative=True),
+        row("draft-token acceptance (accepted / draft tokens)", "draft_token_acceptance", relative=True),
     ]
     for d in range(k):
-        vp = v["acceptance_per_position"][d] if v["acceptance_per_position"] and d < len(v["acceptance_per_position"]) else None
-        hp = h["acceptance_per_position"][d] if h["acceptance_per_position"] else None
-        lines.append(f"| position {d + 1}: share of drafts accepted this far | {_f(vp)} | {_f(hp)} | |")
+        cells = [x["acceptance_per_position"][d] if x.get("acceptance_per_position") and d < len(x["acceptance_per_position"]) else None
+                 for x in (v, h, along)]
+        lines.append(f"| position {d + 1}: share of drafts accepted this far | " + " | ".join(map(_f, cells)) + " | | |")
     trained = acc.get("headstart_as_trained")
     if trained:
         lines += ["", f"vLLM serves this head over the full vocabulary (its draft vocabulary of {report['head']['draft_vocab_size']} "
@@ -372,8 +454,12 @@ def format_serving(report: dict) -> str:
         lines.append(f"| {name} | {a['matched']}/{a['of']} | {_f(a['mean_agree_prefix'], '{:.1f}')} |")
     lines += ["", "Conventions: a draft is one verification step carrying k drafted tokens; accepted drafted tokens exclude "
               "the bonus token; mean acceptance length = 1 + accepted / drafts (bonus counted, headstart's τ); position d = "
-              "share of drafts whose first d tokens were all accepted; relative difference = (vLLM − headstart) / headstart."]
+              "share of drafts whose first d tokens were all accepted; relative difference = (vLLM − headstart) / headstart. "
+              "headstart predicts twice: its decoding loop on its own greedy text, and its drafter along the text vLLM served "
+              "(vLLM's tokens teacher-forced through the target, k drafted from each last accepted position, drafts accepted "
+              "while they match that text). In float32 the texts are one and the two agree; in bf16 only the second is "
+              "measured on vLLM's text."]
     if report["target"]["dtype"] != "float32":
         lines += ["", f"In {report['target']['dtype']} outputs may differ from plain decoding by rounding (near-ties flip); "
-                  "in float32 they are identical (tests/test_vllm.py)."]
+                  "in float32 they are identical (tests/end_to_end/test_vllm.py)."]
     return "\n".join(lines)

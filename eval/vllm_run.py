@@ -15,6 +15,7 @@ JOB.json:
 OUT.json: {"vllm": version, "torch": version, "engines": [one record per engine]}, each record
 {"name", "ok", "error", "load_seconds", "seconds", "tokens", "outputs" (new token ids per prompt),
 "metrics" ({"drafts", "draft_tokens", "accepted", "accepted_per_pos"} of the timed prompts only),
+"prompt_metrics" (the same counts for each prompt, in order),
 "draft_config" (the fields vLLM's draft model was built from)}. An engine that fails to load or
 decode is recorded with its error and the next one still runs. Prompts decode one at a time
 (batch 1), greedy, after one untimed warm-up request.
@@ -106,16 +107,17 @@ def run_engine(job: dict, engine: dict) -> dict:
         )
         prompts = [{"prompt_token_ids": list(p)} for p in job["prompts"]]
         llm.generate(prompts[:1], SamplingParams(temperature=0.0, max_tokens=4, detokenize=False), use_tqdm=False)
-        before = spec_metrics(llm)
+        marks = [spec_metrics(llm)]  # the counters before the timed prompts, then after each
         outputs, seconds = [], 0.0
         for p in prompts:  # batch 1, as headstart's loop decodes
             t0 = time.perf_counter()
             out = llm.generate([p], params, use_tqdm=False)
             seconds += time.perf_counter() - t0
             outputs.append(list(out[0].outputs[0].token_ids))
+            marks.append(spec_metrics(llm))
         record.update(
             ok=True, seconds=seconds, tokens=sum(map(len, outputs)), outputs=outputs,
-            metrics=minus(spec_metrics(llm), before),
+            metrics=minus(marks[-1], marks[0]), prompt_metrics=[minus(b, a) for a, b in zip(marks, marks[1:])],
         )
     except Exception as e:  # recorded, so that the next engine still runs
         record["error"] = f"{type(e).__name__}: {e}"

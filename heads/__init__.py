@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
+from headstart.heads.dflash import DFlashHead
 from headstart.heads.eagle import EagleHead
 from headstart.heads.eagle3 import Eagle3Head
 from headstart.heads.init_from_target import copy_target_layer
@@ -18,7 +19,7 @@ from headstart.heads.options import HeadOptionsError
 #: `from_config(options, target)` (the shell a checkpoint's weights are loaded into),
 #: `layers_for(target, **options)` (the target layers such a head reads, known without building it)
 #: and `recipe_fields` (the `head.*` recipe fields its build takes).
-REGISTRY: dict[str, type] = {"medusa": MedusaHeads, "eagle": EagleHead, "eagle3": Eagle3Head}
+REGISTRY: dict[str, type] = {"medusa": MedusaHeads, "eagle": EagleHead, "eagle3": Eagle3Head, "dflash": DFlashHead}
 
 
 def head_class(kind: str) -> type:
@@ -71,4 +72,4 @@ def load_heads(path_or_repo_id, target, **kwargs):
     return _load(path_or_repo_id, target, **kwargs)
 
 
-__all__ = ["REGISTRY", "build", "feature_layers", "head_class", "load_heads", "recipe_options", "MedusaHeads", "EagleHead", "Eagle3Head"]
+__all__ = ["REGISTRY", "build", "feature_layers", "head_class", "load_heads", "recipe_options", "MedusaHeads", "EagleHead", "Eagle3Head", "DFlashHead"]

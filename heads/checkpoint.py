@@ -19,6 +19,7 @@ from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterError, loa
 from headstart.files import is_head_config, sha256_file, write_json, write_safetensors
 from headstart.heads.options import HeadOptionsError, check_head_config
 from headstart.heads.reading import CheckpointError, read_json, read_safetensors
+from headstart.heads.results import architecture_options, restore_fields, saved_fields
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
@@ -29,7 +30,7 @@ CHECKSUMS = "sha256"
 log = logging.getLogger(__name__)
 
 
-def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None, state: dict | None = None) -> Path:
+def save_heads(head, folder: str | Path, target=None, extra: dict | None = None, state: dict | None = None) -> Path:
     """Write the head (never the target) to `folder` atomically; returns the folder.
 
     `state` overrides tensors of the head's own state dict (e.g. the consolidated weights of a
@@ -39,13 +40,13 @@ def save_heads(heads, folder: str | Path, target=None, extra: dict | None = None
     """
     folder = Path(folder)
     _refuse_foreign_config(folder)
-    config = head_config(heads, target, extra)
-    state = {**head_state(heads), **{k: v.detach().contiguous().cpu() for k, v in (state or {}).items()}}
+    config = head_config(head, target, extra)
+    state = {**head_state(head), **{k: v.detach().contiguous().cpu() for k, v in (state or {}).items()}}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CONFIG_NAME).unlink(missing_ok=True)  # the folder is incomplete until the end
     # Each file is written beside its final name and renamed into place; config.json comes last,
     # so a folder with a config.json always has the weights that belong to it.
-    checksums = {WEIGHTS_NAME: write_safetensors(folder / WEIGHTS_NAME, state, {"format": "pt", "kind": heads.kind})}
+    checksums = {WEIGHTS_NAME: write_safetensors(folder / WEIGHTS_NAME, state, {"format": "pt", "kind": head.kind})}
     if target is not None and getattr(target, "adapter", None):
         # Medusa-2: the LoRA adapter the heads were trained with goes beside them (PEFT's files);
         # loading the head puts it back on the target, which then verifies as the adapted model.
@@ -65,28 +66,31 @@ def _refuse_foreign_config(folder: Path) -> None:
         )
 
 
-def head_config(heads, target=None, extra: dict | None = None) -> dict:
-    """What config.json holds for `heads` (exporters start from it too)."""
+def head_config(head, target=None, extra: dict | None = None) -> dict:
+    """What config.json holds for `head` (exporters start from it too): its `head` section is the
+    head's options and the fields set on it (heads/results.py: accuracy, tree, init_from_target)."""
+    options = {k: v for k, v in head.options.items() if k not in ("hidden_size", "vocab_size")}
     config = {
         "format_version": FORMAT_VERSION,
-        "kind": heads.kind,
-        "head": {k: v for k, v in heads.options.items() if k not in ("hidden_size", "vocab_size")},
-        "hidden_size": heads.options["hidden_size"],
-        "vocab_size": heads.options["vocab_size"],
-        "target": target.describe() if target is not None else heads.target_info,
+        "kind": head.kind,
+        "head": {**options, **saved_fields(head)},
+        "hidden_size": head.options["hidden_size"],
+        "vocab_size": head.options["vocab_size"],
+        "target": target.describe() if target is not None else head.target_info,
     }
     if extra:
         config.update(extra)
     return config
 
 
-def head_state(heads) -> dict:
+def head_state(head) -> dict:
     """The head's own tensors, detached, contiguous, on the CPU (never the target's)."""
-    return {k: v.detach().contiguous().cpu() for k, v in heads.state_dict().items()}
+    return {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
 
 
 def update_config(folder: str | Path, head: dict | None = None, **top: object) -> dict:
-    """Merge keys into a saved head's config.json (e.g. the tree chosen for it), atomically."""
+    """Merge keys into a saved head's config.json, atomically (the tree chosen for it goes through
+    `heads.results.set_default_tree`, which calls this)."""
     folder = Path(folder)
     config = read_config(folder)
     config["head"].update(head or {})
@@ -283,24 +287,25 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
     check_target(config, target, str(folder), allow_other_target)
     state = read_weights(folder, config)
     weights = folder / WEIGHTS_NAME
-    options = dict(config["head"], hidden_size=config["hidden_size"], vocab_size=config["vocab_size"])
+    options = dict(architecture_options(config["head"]), hidden_size=config["hidden_size"], vocab_size=config["vocab_size"])
     try:
-        heads = REGISTRY[kind].from_config(options, target)
+        head = REGISTRY[kind].from_config(options, target)
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{folder}: the head's config does not fit the target: {e}") from None
-    expected = set(heads.state_dict())
+    expected = set(head.state_dict())
     missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
     if missing or unexpected:
         raise CheckpointError(f"{weights}: missing weights {missing[:5]}, unexpected weights {unexpected[:5]}")
-    for name, tensor in heads.state_dict().items():
+    for name, tensor in head.state_dict().items():
         if state[name].shape != tensor.shape:
             raise CheckpointError(f"{weights}: {name} has shape {tuple(state[name].shape)}, expected {tuple(tensor.shape)}")
-    heads.load_state_dict(state, strict=True)
-    heads.target_info = config["target"]
+    head.load_state_dict(state, strict=True)
+    head.target_info = config["target"]
+    restore_fields(head, config["head"], str(folder / CONFIG_NAME))
     if config.get("adapter"):  # Medusa-2: the target verifies as the adapted model from here on
         verify_checksum(folder, config, ADAPTER_WEIGHTS)
         try:
             load_adapter(target, folder)
         except AdapterError as e:
             raise CheckpointError(str(e)) from None
-    return heads.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)
+    return head.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)

@@ -19,12 +19,13 @@ from torch import nn
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.feature_head import FeatureHead, Rotary, causal_mask, single_layer_config
 from headstart.heads.losses import CE, Objective, soft_draft_loss
+from headstart.heads.results import dynamic_tree, set_default_tree
 from headstart.heads.vocab import draft_size, draft_vocab_size, index_in_draft_vocab
 
 
 class EagleHead(FeatureHead):
-    """One EAGLE-1/2 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, model_type,
-    tree (depth, top_k, total_tokens of the dynamic tree)."""
+    """One EAGLE-1/2 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, model_type;
+    its own dynamic tree is `default_tree` (heads/results.py)."""
 
     kind = "eagle"
     recipe_fields: tuple[str, ...] = ()
@@ -41,19 +42,22 @@ class EagleHead(FeatureHead):
         self._drafter = self.drafter()
 
     @classmethod
-    def build(cls, target, draft_vocab: torch.Tensor | None = None, tree: dict | None = None) -> "EagleHead":
-        """A new head for `target`; `draft_vocab` (target ids) restricts what it ranks."""
+    def build(
+        cls, target, draft_vocab: torch.Tensor | None = None, tree: DynamicTreeSpec | dict | None = None
+    ) -> "EagleHead":
+        """A new head for `target`; `draft_vocab` (target ids) restricts what it ranks; `tree` is the
+        dynamic tree it decodes with unless told otherwise (default: DynamicTreeSpec's)."""
         options = {
             "hidden_size": target.hidden_size,
             "vocab_size": target.vocab_size,
             "draft_vocab_size": draft_vocab_size(target, draft_vocab),
             "model_type": target.config.model_type,
-            "tree": dict(tree or vars(DynamicTreeSpec())),
         }
         head = cls(options, target)
         if draft_vocab is not None:
             head.draft_ids.copy_(draft_vocab)
         head.target_info = target.describe()
+        set_default_tree(head, dynamic_tree(tree))
         return head.to(target.device)
 
     # ---- the layer ----

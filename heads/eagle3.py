@@ -26,7 +26,7 @@ from torch import nn
 
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.drafting import FeatureDrafter
-from headstart.heads.feature_head import FeatureHead, Rotary
+from headstart.heads.feature_head import FeatureHead, Rotary, llama_draft_config
 from headstart.heads.losses import CE, Objective, simulated_accept_length, soft_draft_loss
 from headstart.heads.options import check_feature_layers
 from headstart.heads.parallel import (
@@ -37,6 +37,7 @@ from headstart.heads.parallel import (
     parallel_options,
     parallel_tokens_of,
 )
+from headstart.heads.results import dynamic_tree, set_default_tree
 from headstart.heads.vocab import (
     d2t_from_ids,
     draft_size,
@@ -46,36 +47,6 @@ from headstart.heads.vocab import (
     t2d_from_ids,
 )
 from headstart.target import WeightRows, float_mask
-
-
-def llama_draft_config(target_config, hidden_act: str = "silu", rope: dict | None = None):
-    """The LlamaConfig of an EAGLE-3 draft layer for a target of any family (the served shape);
-    `rope`: the draft's own rope_parameters (an imported draft's), default the target's."""
-    from transformers import LlamaConfig
-
-    c = target_config
-    rope = rope or getattr(c, "rope_parameters", None) or {}
-    if "full_attention" in rope:  # per-layer-type rope (Gemma3): the draft layer is full attention
-        rope = rope["full_attention"]
-    rope = dict(rope) if rope else {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)}
-    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    cfg = LlamaConfig(
-        hidden_size=c.hidden_size,
-        intermediate_size=c.intermediate_size,
-        num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=getattr(c, "num_key_value_heads", c.num_attention_heads),
-        head_dim=head_dim,
-        num_hidden_layers=1,
-        rms_norm_eps=getattr(c, "rms_norm_eps", 1e-6),
-        max_position_embeddings=c.max_position_embeddings,
-        rope_parameters=rope,
-        hidden_act=hidden_act,
-        vocab_size=c.vocab_size,
-        attention_bias=False,
-        mlp_bias=False,
-    )
-    cfg._attn_implementation = getattr(c, "_attn_implementation", None) or "sdpa"
-    return cfg
 
 
 def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -91,7 +62,8 @@ def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
 
 class Eagle3Head(FeatureHead):
     """One EAGLE-3 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, feature_layers,
-    model_type, tree; with parallel drafting also parallel_drafting, parallel_tokens (K), ptd_token_id."""
+    model_type; with parallel drafting also parallel_drafting, parallel_tokens (K), ptd_token_id. Its own
+    dynamic tree is `default_tree` (heads/results.py)."""
 
     kind = "eagle3"
     recipe_fields: tuple[str, ...] = ("feature_layers", "parallel_drafting", "parallel_tokens")
@@ -138,7 +110,7 @@ class Eagle3Head(FeatureHead):
         target,
         draft_vocab: torch.Tensor | None = None,
         feature_layers: list[int] | None = None,
-        tree: dict | None = None,
+        tree: DynamicTreeSpec | dict | None = None,
         parallel_drafting: bool = False,
         parallel_tokens: int | None = None,
         ptd_token_id: int | None = None,
@@ -148,18 +120,18 @@ class Eagle3Head(FeatureHead):
         (default 4), placeholder token ptd_token_id (default 0); its default tree is at most K deep."""
         parallel = parallel_options(target.vocab_size, parallel_drafting, parallel_tokens, ptd_token_id)
         if parallel and tree is None:
-            tree = {**vars(DynamicTreeSpec()), "depth": min(DynamicTreeSpec().depth, parallel["parallel_tokens"])}
+            tree = DynamicTreeSpec(depth=min(DynamicTreeSpec().depth, parallel["parallel_tokens"]))
+        tree = dynamic_tree(tree)
         options = {
             "hidden_size": target.hidden_size,
             "vocab_size": target.vocab_size,
             "draft_vocab_size": draft_vocab_size(target, draft_vocab),
             "feature_layers": list(cls.layers_for(target, feature_layers)),
             "model_type": target.config.model_type,
-            "tree": dict(tree or vars(DynamicTreeSpec())),
             **parallel,
         }
         if parallel:
-            check_depth(options["tree"].get("depth", DynamicTreeSpec().depth), parallel["parallel_tokens"])
+            check_depth(tree.depth, parallel["parallel_tokens"])
         head = cls(options, target)
         ids = torch.arange(target.vocab_size) if draft_vocab is None else draft_vocab.cpu().sort().values
         head.d2t.copy_(d2t_from_ids(ids))
@@ -167,6 +139,7 @@ class Eagle3Head(FeatureHead):
         with torch.no_grad():  # start from the target's own output rows: a strong init
             head.lm_head.weight.copy_(WeightRows()(target.lm_head.weight, ids).float())
         head.target_info = target.describe()
+        set_default_tree(head, tree)
         return head.to(target.device)
 
     @property

@@ -18,7 +18,8 @@ Layouts (one module per family; this module lists them all, in `LAYOUTS` and `IM
   `medusa_lm_head.safetensors`, also read by TGI and TensorRT-LLM): heads/layout_medusa.py;
 - "eagle3" (SGLang/vLLM/TensorRT-LLM `LlamaForCausalLMEagle3`) and "speculators" (vLLM
   speculators): heads/layout_eagle3.py, imported by heads/import_eagle.py, which also imports the
-  official EAGLE-1 layout ("eagle", import only).
+  official EAGLE-1 layout ("eagle", import only);
+- "dflash" (vLLM's DFlash draft, `DFlashDraftModel`): heads/layout_dflash.py.
 
 Importing reads through heads/reading.py: safetensors, or `.pt` files with
 `torch.load(weights_only=True)` only; nothing is ever unpickled beyond tensors.
@@ -34,7 +35,7 @@ import torch
 
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from headstart.files import replace_refusal, sha256_file, staged_folder, write_json, write_safetensors
-from headstart.heads import import_eagle, layout_eagle3, layout_medusa
+from headstart.heads import import_eagle, layout_dflash, layout_eagle3, layout_medusa
 from headstart.heads.checkpoint import (
     CHECKSUMS,
     CONFIG_NAME,
@@ -114,6 +115,15 @@ LAYOUTS: dict[str, Layout] = {
         needs_target=layout_eagle3.eagle3_needs_target,
         config_keys=layout_eagle3.SPECULATORS_CONFIG_KEYS,
         description="vLLM speculators EAGLE-3 (speculators_model_type eagle3)",
+    ),
+    "dflash": Layout(
+        kinds=("dflash",),
+        build=layout_dflash.build_dflash,
+        required=layout_dflash.dflash_names,
+        load=layout_dflash.import_dflash,
+        needs_target=layout_dflash.dflash_needs_target,
+        config_keys=layout_dflash.DFLASH_CONFIG_KEYS,
+        description="vLLM's DFlash draft (DFlashDraftModel, speculative_config method 'dflash')",
     ),
 }
 
@@ -213,7 +223,7 @@ def export(
     elif lay.needs_target(config):
         why = (
             "its draft layer's config (heads, head_dim, rope, max_position_embeddings) is the target's"
-            if config["kind"] == "eagle3"
+            if config["kind"] in ("eagle3", "dflash")
             else "the layout must hold the rows of the target's lm_head that the head shares"
         )
         raise ExportError(
@@ -274,6 +284,8 @@ def detect_layout(folder: str | Path) -> str:
         return "vllm-medusa"
     if "speculators_model_type" in config:
         return "speculators"
+    if "dflash_config" in config:
+        return "dflash"
     if any("Eagle3" in a for a in architectures) or "eagle_config" in config:
         return "eagle3"
     if "medusa_num_heads" in config or any((folder / n).is_file() for n in layout_medusa.MEDUSA_WEIGHTS):

@@ -23,8 +23,10 @@ from torch import nn
 
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.dynamic import DynamicTreeSpec
+from headstart.decode.tree import HeldOutAccuracy
 from headstart.errors import HeadstartError
 from headstart.heads.drafting import FeatureDrafter
+from headstart.heads.init_from_target import TargetLayerCopy
 from headstart.target import WeightRows, float_mask
 
 
@@ -44,7 +46,7 @@ def check_architecture(options: dict, target, kind: str) -> None:
 
 @dataclass(frozen=True)
 class TargetParts:
-    """The frozen target's parts a feature head borrows. A plain object, not a module: nn.Module
+    """The frozen target's parts a head borrows (Medusa uses its lm_head). A plain object, not a module: nn.Module
     registers no attribute of it, so these weights are never trained, moved by the head's `.to()` or
     saved with the head (a checkpoint holds the head only)."""
 
@@ -75,6 +77,37 @@ def single_layer_config(config, layer_type: str = "full_attention"):
     return cfg
 
 
+def llama_draft_config(target_config, hidden_act: str = "silu", rope: dict | None = None):
+    """The LlamaConfig of an EAGLE-3 draft layer for a target of any family (the served shape; DFlash's
+    Qwen3 layers take its shapes and RoPE); `rope`: the draft's own rope_parameters (an imported
+    draft's), default the target's."""
+    from transformers import LlamaConfig
+
+    c = target_config
+    rope = rope or getattr(c, "rope_parameters", None) or {}
+    if "full_attention" in rope:  # per-layer-type rope (Gemma3): the draft layer is full attention
+        rope = rope["full_attention"]
+    rope = dict(rope) if rope else {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)}
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    cfg = LlamaConfig(
+        hidden_size=c.hidden_size,
+        intermediate_size=c.intermediate_size,
+        num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=getattr(c, "num_key_value_heads", c.num_attention_heads),
+        head_dim=head_dim,
+        num_hidden_layers=1,
+        rms_norm_eps=getattr(c, "rms_norm_eps", 1e-6),
+        max_position_embeddings=c.max_position_embeddings,
+        rope_parameters=rope,
+        hidden_act=hidden_act,
+        vocab_size=c.vocab_size,
+        attention_bias=False,
+        mlp_bias=False,
+    )
+    cfg._attn_implementation = getattr(c, "_attn_implementation", None) or "sdpa"
+    return cfg
+
+
 class Rotary(nn.Module):
     """The architecture's own rotary embedding, called the way its base model calls it."""
 
@@ -100,6 +133,12 @@ class FeatureHead(nn.Module):
     dynamic = True
     needs_features = True
     feature_layers: tuple[int, ...] = ()  # the target layers read besides its last hidden state
+    # Set after the head is built (heads/results.py): the tree it decodes with unless told otherwise, and
+    # which target layer init_from_target copied into its draft layer. `held_out` stays None: per-step
+    # accuracy is in the training summary, and a dynamic tree is not built from it.
+    held_out: HeldOutAccuracy | None = None
+    default_tree: DynamicTreeSpec | None = None
+    layer_copy: TargetLayerCopy | None = None
 
     def __init__(self, options: dict, target):
         super().__init__()

@@ -201,8 +201,8 @@ def _usage(layout: str, repo_id: str, target_name: str, head: dict) -> list[str]
             "```python",
             "import headstart as hs",
             f'target = hs.Target.from_pretrained("{target_name}")',
-            f'heads = hs.load_heads("{repo_id}", target=target)',
-            "out = hs.SpeculativeGenerator(target, heads).generate(input_ids, max_new_tokens=256)",
+            f'head = hs.load_heads("{repo_id}", target=target)',
+            "out = hs.SpeculativeGenerator(target, head).generate(input_ids, max_new_tokens=256)",
             "```",
             "",
         ]

@@ -11,10 +11,12 @@ dropped.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.checkpoint import CONFIG_NAME, WEIGHTS_NAME
 from headstart.heads.layout_eagle3 import draft_layer_config, from_sglang_ids, layer_fields
 from headstart.heads.reading import (
@@ -25,6 +27,7 @@ from headstart.heads.reading import (
     read_safetensors,
     read_torch,
 )
+from headstart.heads.results import architecture_options, dynamic_tree, restore_fields, set_default_tree
 from headstart.heads.vocab import ids_from_d2t, t2d_from_ids
 
 # ---------------------------------------------------------------------------------------------
@@ -142,11 +145,11 @@ def _refuse_norm_variants(config: dict, fields: dict, folder: Path, residual_def
 
 
 def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefix: str, info: dict):
-    from headstart.decode.dynamic import DynamicTreeSpec
     from headstart.heads.eagle3 import Eagle3Head
     from headstart.heads.parallel import parallel_options
 
     ours = config.get("headstart") or {}
+    saved = ours.get("head") or {}  # our own block: the head's options and fields as its config.json held them
     check_shapes(config.get("target_hidden_size") or fields["hidden_size"], fields["vocab_size"], target, folder)
     _check_layer(fields, target, folder)
     weights, state = read_eagle_weights(folder)
@@ -168,16 +171,16 @@ def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefi
         "draft_vocab_size": None if n == v else n,
         "feature_layers": _feature_layers(config, ours, target, folder),
         "model_type": target.config.model_type,
-        "tree": dict((ours.get("head") or {}).get("tree") or vars(DynamicTreeSpec())),
     }
+    tree = dynamic_tree(saved.get("tree"))  # our own block's, else the default
     if not ours:  # our own block records the head's rope (rope_parameters) when it has its own
         options.update(_rope_option(fields, target, folder))
     if not ours and "mask_hidden" in state:  # P-EAGLE (heads/parallel.py): K is not in the layout; the default K
         options.update(parallel_options(v, True, None, _placeholder_token(config, folder)))
-        options["tree"]["depth"] = min(options["tree"]["depth"], options["parallel_tokens"])
-    extra = {k: val for k, val in (ours.get("head") or {}).items() if k not in options}
-    options.update(extra)
+        tree = replace(tree, depth=min(tree.depth, options["parallel_tokens"]))
+    options.update({k: val for k, val in architecture_options(saved).items() if k not in options})
     head = Eagle3Head(options, target)
+    restore_fields(head, {**saved, "tree": tree.to_json()}, str(folder / CONFIG_NAME))
     expected = head.state_dict()
     loaded = {"d2t": d2t, "t2d": t2d}
     sources = {name: f"{prefix}.{name[len('midlayer.'):]}" if name.startswith("midlayer.") else name for name in expected}
@@ -273,12 +276,10 @@ def import_eagle1(folder: Path, target):
     where, state = read_eagle_weights(folder)
     if "fc.weight" in state and "fc.bias" not in state:  # EAGLE's fc may be built without a bias
         state["fc.bias"] = torch.zeros(state["fc.weight"].shape[0], dtype=state["fc.weight"].dtype)
-    from headstart.decode.dynamic import DynamicTreeSpec
-
     d, v = target.hidden_size, target.vocab_size
-    options = {"hidden_size": d, "vocab_size": v, "draft_vocab_size": None,
-               "model_type": target.config.model_type, "tree": dict(vars(DynamicTreeSpec()))}
+    options = {"hidden_size": d, "vocab_size": v, "draft_vocab_size": None, "model_type": target.config.model_type}
     head = EagleHead(options, target)
+    set_default_tree(head, DynamicTreeSpec())
     expected = {k: t for k, t in head.state_dict().items() if k != "draft_ids"}
     layer_names = {f"layers.0.{k[len('layer.'):]}" for k in expected if k.startswith("layer.")}
     found = {k for k in state if k.startswith("layers.0.") and not k.endswith("rotary_emb.inv_freq")}

@@ -22,13 +22,13 @@ are left out; the draft's activation stays SiLU, so for a Gemma target the MLP i
 
 The source is the last decoder layer whose attention projections fit the draft layer's shapes (the last
 layer itself on every architecture the tests cover); a target with none is refused. The copies are the
-head's own parameters (no storage is shared with the target), and what was copied is recorded in the
-head's options (`init_from_target`), hence in its config.json.
+head's own parameters (no storage is shared with the target), and what was copied is recorded on the
+head (`head.layer_copy`, a `TargetLayerCopy`), hence in its config.json (head.init_from_target).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
@@ -51,6 +51,21 @@ RENAMES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+@dataclass(frozen=True)
+class TargetLayerCopy:
+    """Which target layer a head's draft layer started from, and how (`head.layer_copy`), with draft
+    names as in the head's state dict; config.json saves it as head.init_from_target."""
+
+    layer: int  # the target layer's index
+    copied: dict[str, str]  # draft parameter -> the target parameter copied into it
+    features_slice: dict[str, str]  # draft parameter whose features half [:, D:] got the target's weight
+    kept: list[str]  # draft parameters left as initialised
+    unused: list[str]  # target parameters the draft layer has no place for
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
 @dataclass
 class LayerPlan:
     """How one target layer's parameters enter the draft layer (names relative to each layer)."""
@@ -65,20 +80,20 @@ class LayerPlan:
         """Whether every attention projection gets the target's weight (else another layer is nearer)."""
         return bool(attention) and all(n in self.copied or n in self.features_slice for n in attention)
 
-    def record(self, prefix: str) -> dict:
-        """What the head's config records, with draft names as in the head's state dict."""
-        return {
-            "layer": self.layer,
-            "copied": {f"{prefix}.{k}": v for k, v in self.copied.items()},
-            "features_slice": {f"{prefix}.{k}": v for k, v in self.features_slice.items()},
-            "kept": [f"{prefix}.{k}" for k in self.kept],
-            "unused": self.unused,
-        }
+    def record(self, prefix: str) -> TargetLayerCopy:
+        """What the head records, with draft names as in the head's state dict (`prefix`: the draft layer's)."""
+        return TargetLayerCopy(
+            layer=self.layer,
+            copied={f"{prefix}.{k}": v for k, v in self.copied.items()},
+            features_slice={f"{prefix}.{k}": v for k, v in self.features_slice.items()},
+            kept=[f"{prefix}.{k}" for k in self.kept],
+            unused=list(self.unused),
+        )
 
 
-def copy_target_layer(head: nn.Module, target) -> dict:
+def copy_target_layer(head: nn.Module, target) -> TargetLayerCopy:
     """Start `head`'s draft decoder layer from the target's last decoder layer (the rule in the module
-    docstring); returns the record, also stored as head.options["init_from_target"]."""
+    docstring); returns the record, also kept as head.layer_copy."""
     if head.kind not in DRAFT_LAYER:
         raise HeadOptionsError(
             f"init_from_target: a {head.kind} head has no decoder layer to start from the target's; it applies to "
@@ -94,9 +109,8 @@ def copy_target_layer(head: nn.Module, target) -> dict:
             weight = draft.get_parameter(dest)  # (out, 2D): [embedding half | features half]
             w = source.get_parameter(src)  # (out, D)
             weight[:, w.shape[1]:].copy_(w.to(weight.dtype))
-    record = plan.record(DRAFT_LAYER[head.kind])
-    head.options["init_from_target"] = record
-    return record
+    head.layer_copy = plan.record(DRAFT_LAYER[head.kind])
+    return head.layer_copy
 
 
 def _nearest_plan(draft: nn.Module, target, renames: dict[str, tuple[str, ...]]) -> LayerPlan:

@@ -23,6 +23,7 @@ from headstart.heads.reading import (
     read_safetensors,
     read_torch,
 )
+from headstart.heads.results import architecture_options, restore_fields
 
 # ---------------------------------------------------------------------------------------------
 # vllm-medusa: vLLM's `Medusa` draft model (vllm/model_executor/models/medusa.py) with its
@@ -278,9 +279,11 @@ def import_vllm_medusa(folder: Path, target):
             w = w[draft]
         lm_heads.append(checked_tensor({name: w}, name, (n, d), folder))
     info = ours.get("target") or {"name_or_path": config.get("base_model_name_or_path"), "max_position_embeddings": config.get("max_position_embeddings")}
-    extra = {k_: v_ for k_, v_ in (ours.get("head") or {}).items() if k_ not in ("num_heads", "num_layers", "shared_lm_head", "draft_vocab_size")}
-    shared = (ours.get("head") or {}).get("shared_lm_head")
-    return _medusa_heads(target, k, n_layers, blocks, lm_heads, draft, info, extra, shared)
+    saved = ours.get("head") or {}  # the head's options and fields as its config.json held them
+    extra = {k_: v_ for k_, v_ in architecture_options(saved).items() if k_ not in ("num_heads", "num_layers", "shared_lm_head", "draft_vocab_size")}
+    head = _medusa_heads(target, k, n_layers, blocks, lm_heads, draft, info, extra, saved.get("shared_lm_head"))
+    restore_fields(head, saved, str(folder / CONFIG_NAME))
+    return head
 
 
 def import_medusa(folder: Path, target):

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.contract import DraftState, Proposal
-from headstart.decode.tree import Tree
+from headstart.decode.tree import HeldOutAccuracy, StaticTreeSpec, Tree
+from headstart.heads.feature_head import TargetParts
 from headstart.heads.losses import CE, Objective, hard_draft_loss, simulated_accept_length
 from headstart.heads.vocab import draft_size, draft_vocab_size, index_in_draft_vocab
 from headstart.target import WeightRows, gathered
@@ -32,17 +33,22 @@ class ResBlock(nn.Module):
 
 
 class MedusaHeads(nn.Module):
-    """K Medusa heads. `options`: num_heads, num_layers, shared_lm_head, hidden_size, vocab_size
-    (and, once measured, `accuracy`: the held-out per-depth top-k table that 'auto' trees use)."""
+    """K Medusa heads. `options`: num_heads, num_layers, shared_lm_head, hidden_size, vocab_size,
+    draft_vocab_size. What was measured or chosen for the head after it was built (heads/results.py):
+    `held_out`, the held-out per-depth top-k accuracy that 'auto' trees are built from (set by the
+    trainer), and `default_tree`, the tree it decodes with unless told otherwise (tune-tree)."""
 
     kind = "medusa"
     feature_layers: tuple[int, ...] = ()  # reads the target's last hidden state only
     recipe_fields: tuple[str, ...] = ("num_heads", "num_layers", "shared_lm_head")
+    held_out: HeldOutAccuracy | None = None
+    default_tree: StaticTreeSpec | None = None
 
-    def __init__(self, options: dict, target_lm_head: nn.Linear | None = None):
+    def __init__(self, options: dict, target):
         super().__init__()
         self.options = dict(options)
         self.target_info: dict = {}  # what config.json records about the target (set by build/load)
+        self.target_parts = TargetParts.of(target)  # its lm_head: shared, or the start of the heads' own
         d, k = options["hidden_size"], options["num_heads"]
         self.blocks = nn.ModuleList(
             nn.Sequential(*[ResBlock(d) for _ in range(options["num_layers"])]) for _ in range(k)
@@ -51,23 +57,12 @@ class MedusaHeads(nn.Module):
         # training answers), which makes every projection V / draft_vocab_size times cheaper.
         n_draft = draft_size(options)
         self.register_buffer("draft_ids", torch.arange(n_draft, dtype=torch.long))
-        self._target_lm_head = target_lm_head
         self._shared_rows = WeightRows()  # the target lm_head's rows of the draft vocabulary
         if options["shared_lm_head"]:
-            if target_lm_head is None:
-                raise ValueError("a Medusa head with shared_lm_head=True needs the target's lm_head")
             self.lm_heads = None
         else:
             self.lm_heads = nn.ModuleList(nn.Linear(d, n_draft, bias=False) for _ in range(k))
             self._init_own_lm_heads()
-
-    def __setattr__(self, name, value):
-        # The target's lm_head is held outside nn.Module's registry: its weights must never land
-        # in the head's state_dict or parameters.
-        if name == "_target_lm_head":
-            object.__setattr__(self, name, value)
-        else:
-            super().__setattr__(name, value)
 
     @classmethod
     def build(
@@ -87,12 +82,12 @@ class MedusaHeads(nn.Module):
             "vocab_size": target.vocab_size,
             "draft_vocab_size": draft_vocab_size(target, draft_vocab),
         }
-        heads = cls(options, target.lm_head)
+        head = cls(options, target)
         if draft_vocab is not None:
-            heads.draft_ids.copy_(draft_vocab)
-            heads._init_own_lm_heads()
-        heads.target_info = target.describe()
-        return heads.to(target.device)
+            head.draft_ids.copy_(draft_vocab)
+            head._init_own_lm_heads()
+        head.target_info = target.describe()
+        return head.to(target.device)
 
     @classmethod
     def layers_for(cls, target, **options) -> tuple[int, ...]:
@@ -102,15 +97,16 @@ class MedusaHeads(nn.Module):
     @classmethod
     def from_config(cls, options: dict, target) -> "MedusaHeads":
         """The shell a checkpoint's weights are loaded into."""
-        return cls(options, target.lm_head)
+        return cls(options, target)
 
     def _init_own_lm_heads(self) -> None:
-        if self.lm_heads is not None and self._target_lm_head is not None:
-            w = self._target_lm_head.weight
+        """Start the heads' own lm_heads from the target's rows of the draft vocabulary."""
+        if self.lm_heads is not None:
+            w = self.target_parts.lm_head.weight
             with gathered([w]), torch.no_grad():
                 rows = w.detach()[self.draft_ids.to(w.device)]
-                for head in self.lm_heads:
-                    head.weight.copy_(rows)
+                for lm_head in self.lm_heads:
+                    lm_head.weight.copy_(rows)
 
     def draft_index(self, labels: torch.Tensor) -> torch.Tensor:
         """Target ids -> index in the draft vocabulary, -1 where the token is outside it."""
@@ -134,11 +130,11 @@ class MedusaHeads(nn.Module):
         """Head k's logits over the draft vocabulary: (..., D) -> (..., n_draft)."""
         # Module calls, not F.linear on .weight: DeepSpeed ZeRO-3 gathers a partitioned weight only
         # around its module's forward (and backward).
-        head = self.lm_heads[k] if self.lm_heads is not None else self._target_lm_head
+        lm_head = self.lm_heads[k] if self.lm_heads is not None else self.target_parts.lm_head
         if self.lm_heads is None and self.options.get("draft_vocab_size") is not None:
-            weight = self._shared_rows(head.weight, self.draft_ids)  # a frozen copy of the rows
+            weight = self._shared_rows(lm_head.weight, self.draft_ids)  # a frozen copy of the rows
             return F.linear(h.to(weight.dtype), weight)
-        return head(h.to(head.weight.dtype))
+        return lm_head(h.to(lm_head.weight.dtype))
 
     def forward(self, hidden: torch.Tensor) -> list[torch.Tensor]:
         """hidden (..., D) -> K hidden states (..., D), one per head, before the projection."""

@@ -53,7 +53,8 @@ def _target(recipe):
     t = recipe.target
     device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else None
     return Target.from_pretrained(
-        t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation, device=device
+        t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation, device=device,
+        pack_linears=t.pack_linears,
     )
 
 
@@ -138,10 +139,10 @@ def cmd_generate(args) -> int:
     recipe = _recipe(args)
     given = _tree_given(args, recipe)
     target = _target(recipe)
-    heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
-    heads = with_lookup(heads, recipe.decode.prompt_lookup, recipe.decode.lookup_ngram)  # hybrid trees when asked
-    options, source = tree_options(heads, recipe.decode, given)
-    gen = SpeculativeGenerator(target, heads, **options)
+    head = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
+    head = with_lookup(head, recipe.decode.prompt_lookup, recipe.decode.lookup_ngram)  # hybrid trees when asked
+    options, source = tree_options(head, recipe.decode, given)
+    gen = SpeculativeGenerator(target, head, **options)
     tok = target.tokenizer
     ids = encode_chat(tok, [{"role": "user", "content": args.prompt}])
     streamer = None if args.show_drafts else TextStreamer(tok, skip_prompt=True, skip_special_tokens=True)
@@ -172,17 +173,19 @@ def cmd_generate(args) -> int:
 
 
 def cmd_tune_tree(args) -> int:
+    from headstart.decode.dynamic import DynamicTreeSpec
     from headstart.decode.tune import format_tuning, tune_tree
-    from headstart.heads.checkpoint import load_heads, update_config
+    from headstart.heads.checkpoint import load_heads
+    from headstart.heads.results import set_default_tree
 
     recipe = _recipe(args)
     target = _target(recipe)
-    heads = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
-    tree, table = tune_tree(target, heads, prompts=args.prompts, num_prompts=args.num_prompts, grid=args.grid or None)
-    update_config(args.head, head={"tree": tree}, tree_tuning=table)
+    head = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
+    tree, table = tune_tree(target, head, prompts=args.prompts, num_prompts=args.num_prompts, grid=args.grid or None)
+    set_default_tree(head, tree, folder=args.head, tuning=table)
     print(format_tuning(table))
-    what = (f"a {len(tree)}-node tree" if isinstance(tree, list)
-            else f"a tree of depth {tree['depth']}, top-k {tree['top_k']}, {tree['total_tokens']} nodes")
+    what = (f"a tree of depth {tree.depth}, top-k {tree.top_k}, {tree.total_tokens} nodes" if isinstance(tree, DynamicTreeSpec)
+            else f"a {tree.size}-node tree")
     print(f"wrote {what} into {Path(args.head) / 'config.json'} (the table: its tree_tuning); decoding and eval use it "
           f"unless their command line sets decode.* or --tree")
     return 0
@@ -357,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="EAGLE heads: a candidate tree (repeatable; default: chains of 2..5, trees of 4, 7, 12, 16 nodes with top-k 2..4)")
     s = verb("export", cmd_export, "write a head in a serving layout (SGLang/vLLM EAGLE-3, vLLM Medusa, Medusa) and/or push it to the Hub", recipe_required=False)
     s.add_argument("--head", required=True, help="head folder (config.json + model.safetensors)")
-    s.add_argument("--layout", default="headstart", help="headstart, vllm-medusa, medusa, eagle3 or speculators (the recipe's target is loaded only when the layout needs it: a shared lm_head's rows, an EAGLE-3 layer's config)")
+    s.add_argument("--layout", default="headstart", help="headstart, vllm-medusa, medusa, eagle3, speculators or dflash (the recipe's target is loaded only when the layout needs it: a shared lm_head's rows, an EAGLE-3 layer's config)")
     s.add_argument("--out", default=None, help="folder to write (replaced atomically)")
     s.add_argument("--force", action="store_true", help="replace --out even if it holds other files (never a folder holding the head or a checkpoint)")
     s.add_argument("--dtype", default=None, choices=["bfloat16", "float16", "float32"], help="cast the weights (default: as trained)")

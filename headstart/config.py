@@ -66,6 +66,7 @@ class TargetConfig:
     revision: str | None = _f(None, "Hub revision of the target (stored in the head's config.json)")
     dtype: str = _f("bfloat16", "dtype the frozen target runs in: bfloat16, float16, float32, or auto (bfloat16 on GPUs and CPUs with native bf16, else float32)")
     attn_implementation: str = _f("sdpa", "HF attention implementation: sdpa or eager")
+    pack_linears: bool = _f(True, "on CPU, reorder the Linear weights once for oneDNN: forwards without gradients (decoding, distillation, features) 1.2-1.3x faster, at the cost of the weights' memory again; false = PyTorch's stock F.linear")
 
 
 @dataclass
@@ -111,16 +112,18 @@ class FeaturesConfig:
 
 @dataclass
 class HeadConfig:
-    kind: str = _f("medusa", "head kind: medusa, eagle (EAGLE-1/2) or eagle3")
+    kind: str = _f("medusa", "head kind: medusa, eagle (EAGLE-1/2), eagle3 or dflash")
     num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next", ge=1)
     num_layers: int = _f(1, "Medusa: residual SiLU blocks per head", ge=0)
     shared_lm_head: bool = _f(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
     draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary", ge=1)
     init_from: str | None = _f(None, "start from this trained head folder (e.g. Medusa-1 heads before Medusa-2's joint stage) instead of new heads")
     init_from_target: bool = _f(False, "EAGLE, EAGLE-3: start the draft decoder layer as a copy of the target's last decoder layer (EAGLE-3's 2D-wide q/k/v: into the half that reads the features); the head's config records what was copied")
-    feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4", ge=0)
+    feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4. DFlash: one or more layers, ascending; None = one per draft layer, spread from layer 1 to n-3", ge=0)
     parallel_drafting: bool = _f(False, "EAGLE-3: P-EAGLE parallel drafting: one draft forward proposes parallel_tokens tokens (the last accepted token, then placeholder positions read a learned mask_hidden feature); vLLM serves it as eagle3 with parallel_drafting: true")
     parallel_tokens: int | None = _f(None, "EAGLE-3 with parallel_drafting: K, the positions trained and drafted in one forward (serve with vLLM num_speculative_tokens <= K; decode.depth <= K); None = 4", ge=2)
+    draft_layers: int | None = _f(None, "DFlash: Qwen3-shaped draft decoder layers; None = 2", ge=1)
+    block_size: int | None = _f(None, "DFlash: query slots per block, the root then block_size - 1 mask slots, each drafting one token (serve with vLLM num_speculative_tokens = block_size - 1; decode.depth <= block_size - 1); None = 8", ge=2)
 
 
 @dataclass
@@ -136,11 +139,12 @@ class TrainConfig:
     batch_size: int = _f(4, "sequences per device per micro-step", ge=1)
     grad_accum: int = _f(1, "micro-steps per optimizer step", ge=1)
     max_grad_norm: float = _f(1.0, "gradient clipping", ge=0)
-    loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k; EAGLE-3: weight of training-time-test step i is loss_decay**i", gt=0, le=1)
+    loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k; EAGLE-3: weight of training-time-test step i is loss_decay**i; DFlash: weight of block position i is loss_decay**i (the paper's exp(-i/γ))", gt=0, le=1)
     feature_loss_weight: float = _f(1.0, "EAGLE: weight of the SmoothL1 loss on predicted features", ge=0)
     ce_loss_weight: float = _f(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution", ge=0)
     feature_noise: float = _f(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)", ge=0)
     ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1)
+    dflash_blocks: int = _f(64, "DFlash: blocks trained per sequence, at anchors drawn at random among its answer positions (all of them when fewer)", ge=1)
     loss: str = _f("ce", "the heads' token loss against the target's distribution p (heads/losses.py): ce (soft cross-entropy), tv (1 - Σ min(p, q)), lk (-log Σ min(p, q)) or lk_lambda (KL/TV blend by acceptance)")
     loss_mix: float = _f(1.0, "weight of train.loss against ce: mix·loss + (1 - mix)·ce; 1 = train.loss alone (ignored for ce)", ge=0, le=1)
     bf16: bool = _f(True, "run the trainer in bf16 autocast (only when the target runs in bfloat16)")

@@ -43,18 +43,18 @@ def _fresh_prompts(prompts_file: str, shipped: list[str], n: int, out: Path) -> 
 DEMO_KINDS = ("medusa", "eagle", "eagle3")
 
 
-def _should_tune(heads, tree: str, given: frozenset[str]) -> bool:
+def _should_tune(head, tree: str, given: frozenset[str]) -> bool:
     """Tune the head's tree unless the command line chose one (or a Medusa recipe names a fixed tree)."""
-    if getattr(heads, "dynamic", False):
+    if getattr(head, "dynamic", False):
         return not given & {"depth", "top_k", "total_tokens"}
     return tree == "auto" and not given & {"tree", "tree_size"}
 
 
-def _tuning(heads, quick: bool) -> dict:
+def _tuning(head, quick: bool) -> dict:
     """tune_tree's options: its defaults, or (--quick) two candidates measured on one short decode."""
     if not quick:
         return {}
-    if getattr(heads, "dynamic", False):
+    if getattr(head, "dynamic", False):
         return {"grid": [(2, 1, 2), (2, 2, 4)], "num_prompts": 1, "max_new_tokens": 16}
     return {"sizes": (4, 8)}
 
@@ -87,7 +87,7 @@ def run_demo(
     recipe = load_recipe(recipe_path, base + (QUICK if quick else []) + list(overrides))
     dtype = resolve_dtype(recipe.target.dtype)
     print(f"[1/4] loading the embedded target (SmolLM2-135M-Instruct, {str(dtype)[6:]}; recipe: {recipe.target.dtype})", flush=True)
-    target = embedded_target(dtype=dtype)
+    target = embedded_target(dtype=dtype, pack_linears=recipe.target.pack_linears)
 
     shipped = list(recipe.data.train_files)
     n_fresh = _fresh_prompts(load_recipe(recipe_path).distill.prompts, shipped, 8 if quick else fresh, Path(recipe.distill.prompts))
@@ -102,20 +102,20 @@ def run_demo(
           + f", simulated τ {held['sim_accept_length']}", flush=True)
 
     from headstart.decode.tune import format_tuning, given_decode_fields, tune_tree
-    from headstart.heads.checkpoint import load_heads, update_config
+    from headstart.heads.checkpoint import load_heads
+    from headstart.heads.results import set_default_tree
 
-    heads = load_heads(summary["final"], target=target)
+    head = load_heads(summary["final"], target=target)
     given = given_decode_fields(overrides)  # a tree set on the demo's command line beats the tuned one
-    if _should_tune(heads, recipe.decode.tree, given):
+    if _should_tune(head, recipe.decode.tree, given):
         print("      choosing the tree for this machine (tune-tree):", flush=True)
-        tree, table = tune_tree(target, heads, **_tuning(heads, quick))
-        update_config(summary["final"], head={"tree": tree}, tree_tuning=table)
-        heads.options["tree"] = tree  # what the saved config now says
+        tree, table = tune_tree(target, head, **_tuning(head, quick))
+        set_default_tree(head, tree, folder=summary["final"], tuning=table)  # the head's own, saved and in memory
         print("\n".join("      " + line for line in format_tuning(table).splitlines()), flush=True)
     lookup = ", with lookup branches (hybrid), lookup alone" if recipe.decode.prompt_lookup else ""
     print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative{lookup}, HF generate, "
           "HF prompt lookup", flush=True)
-    report = evaluate(target, heads, recipe.decode, recipe.eval, given=given)
+    report = evaluate(target, head, recipe.decode, recipe.eval, given=given)
     out = Path(recipe.eval.output)
     run = {
         "distill": distill_stats, "train": summary, "recipe": recipe_to_dict(recipe),

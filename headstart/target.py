@@ -131,9 +131,11 @@ class Target:
         revision: str | None = None,
         attn_implementation: str = "sdpa",
         device: str | torch.device | None = None,
+        pack_linears: bool = False,
         **kwargs,
     ) -> "Target":
-        """Load any HF causal LM (a folder or a Hub id), frozen. 'embedded' means SmolLM2-135M."""
+        """Load any HF causal LM (a folder or a Hub id), frozen. 'embedded' means SmolLM2-135M.
+        pack_linears: on CPU, reorder its Linear weights for oneDNN (`Target.pack_linears`)."""
         if str(path_or_id) == "embedded":
             from headstart.embedded import HUB_ID, embedded_model_path
 
@@ -150,7 +152,18 @@ class Target:
         if device is not None and not is_partitioned(next(model.parameters())):
             model.to(device)  # a ZeRO-3 target (loaded under zero.Init) already sits where DeepSpeed put it
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, revision=revision)
-        return cls(model, tokenizer, name=name or str(path_or_id), revision=revision)
+        target = cls(model, tokenizer, name=name or str(path_or_id), revision=revision)
+        if pack_linears:
+            target.pack_linears()
+        return target
+
+    def pack_linears(self) -> int:
+        """On CPU, reorder every Linear weight once into oneDNN's layout, so that forwards without
+        gradients (decoding, distillation, features) run 1.2-1.3x faster (headstart/packed.py); returns how
+        many were packed (0 off the CPU or under ZeRO-3). Costs the Linear weights' memory again."""
+        from headstart.packed import pack_linears
+
+        return pack_linears(self.model)
 
     # ---- shape facts that heads and checkpoints check against ----
     @property

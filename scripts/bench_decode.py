@@ -56,9 +56,10 @@ def main() -> None:
     p.add_argument("--num-prompts", type=int, default=9)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--batch", type=int, default=1, help="also decode the prompts this many at a time (> 1)")
+    p.add_argument("--no-pack", action="store_true", help="keep PyTorch's stock F.linear (default: Linear weights packed for oneDNN on CPU, as the CLI does)")
     args = p.parse_args()
 
-    target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
+    target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype), pack_linears=not args.no_pack)
     heads = load_heads(args.head, target=target)
     tok = target.tokenizer
     prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in load_eval_prompts(args.prompts, args.num_prompts)]

@@ -1,5 +1,5 @@
-"""Medusa-1, EAGLE, EAGLE-3 and P-EAGLE (EAGLE-3 drafting in parallel) side by side on the embedded
-target: same data, same budget.
+"""Medusa-1, EAGLE, EAGLE-3, P-EAGLE (EAGLE-3 drafting in parallel) and DFlash side by side on the
+embedded target: same data, same budget.
 
     python scripts/bench_heads.py --minutes 8 --prompts 18
 
@@ -8,7 +8,7 @@ recipes/smollm2-135m/; `eagle3-parallel` is eagle3.yaml with head.parallel_draft
 head.parallel_tokens=K and decode.depth=K, K = --parallel-tokens), then all are decoded greedily on
 the same held-out prompts, interleaved with plain decoding so that every ratio is measured side by
 side in one run. Prints two Markdown tables, held-out top-1 per position (Medusa head, EAGLE-3
-training-time-test step, P-EAGLE parallel position) with the simulated τ, and per decoding τ with
+training-time-test step, P-EAGLE parallel position, DFlash block position) with the simulated τ, and per decoding τ with
 its tree settings, draft time per step, tokens/s and speedup; writes JSON beside them. Dynamic
 heads decode a chain of decode.depth and the recipe's tree unless --settings says otherwise.
 """
@@ -31,7 +31,7 @@ from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads, read_config
 from headstart.train.trainer import train
 
-KINDS = ("medusa", "eagle", "eagle3", "eagle3-parallel")
+KINDS = ("medusa", "eagle", "eagle3", "eagle3-parallel", "dflash")
 PARALLEL = "eagle3-parallel"  # an EAGLE-3 head with parallel drafting (P-EAGLE, heads/parallel.py)
 
 
@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides for every head, e.g. data.features_dir=runs/cache")
     args = ap.parse_args()
     torch.manual_seed(0)
-    target = embedded_target(dtype=getattr(torch, args.dtype))
+    target = embedded_target(dtype=getattr(torch, args.dtype), pack_linears=True)  # as the CLI loads it
     out = Path(args.out)
     heads, trained = {}, {}
     for kind in args.kinds:

@@ -5,8 +5,11 @@
 The head is exported once (the recipe's first vLLM layout for its kind), vLLM (`.venv-vllm`, `make
 vllm`) loads one engine after another on the same prompts (greedy, batch 1), and headstart decodes
 the same prompts plainly and with the head as a chain of each k. Prints a Markdown table and writes
-JSON beside it. Acceptance length counts the bonus token on both sides (vLLM's 1 + accepted/drafts;
-headstart's τ). Timings need the machine to themselves: the load average is printed.
+JSON beside it (every engine's acceptance counts and output tokens too). Acceptance length counts the
+bonus token on both sides (vLLM's 1 + accepted/drafts per draft step; headstart's τ). headstart predicts
+vLLM's figure twice: its loop's τ on its own greedy text, and its drafter along the text vLLM served
+(eval/serving.py `along_text_acceptance`); in bf16 the two engines' texts part at near-ties, so only the
+second is measured on the same text. Timings need the machine to themselves: the load average is printed.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from headstart.eval.serving import (
     SERVED,
     _model_folder,
     acceptance_from_counts,
+    along_text_steps,
     engine_record,
     eos_ids,
     head_speculative_config,
+    headstart_acceptance,
     headstart_side,
     run_vllm,
     vllm_job,
@@ -39,19 +44,25 @@ from headstart.heads.export import export, import_heads
 from headstart.target import Target
 
 
+def counted(m: dict) -> dict:
+    """vLLM's counters as acceptance figures."""
+    return acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recipe")
     ap.add_argument("--head", required=True)
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    ap.add_argument("--ngram-k", type=int, default=3)
+    ap.add_argument("--ngram-k", type=int, default=3, help="k of vLLM's n-gram proposer, run beside the head; 0: not run")
     ap.add_argument("--out", default="runs/bench_serving.json")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_intermixed_args()
 
     recipe = load_recipe(args.recipe, args.overrides)
     t = recipe.target
-    target = Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation)
+    target = Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation,
+                                    pack_linears=t.pack_linears)
     head = load_heads(args.head, target=target)
     layout, method = SERVED[head.kind][0][0], SERVED[head.kind][1]
     cfg = recipe.eval
@@ -62,11 +73,23 @@ def main() -> None:
         served = import_heads(folder, target, layout)
         engines = [{"name": "plain", "speculative_config": None}]
         engines += [{"name": f"k{k}", "speculative_config": head_speculative_config(head, method, folder, k)} for k in args.ks]
-        engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": args.ngram_k,
-                                                                "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
+        if args.ngram_k:
+            engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": args.ngram_k,
+                                                                    "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
         job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)
         result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"))
     ours = {k: headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos, plain=(k == args.ks[0])) for k in args.ks}
+    acceptance = {}  # k -> vLLM's, headstart's on its own text, headstart's along vLLM's text; per prompt too
+    for k in args.ks:
+        r = engine_record(result, f"k{k}")
+        along = [along_text_steps(target, served, p, text, k) for p, text in zip(prompts, r["outputs"])]
+        acceptance[k] = {
+            "vllm": counted(r["metrics"]),
+            "headstart_own_text": ours[k]["acceptance"],
+            "headstart_along_vllm_text": headstart_acceptance([a for steps in along for a in steps], k),
+            "per_prompt": [{"vllm": counted(m), "headstart_along_vllm_text": headstart_acceptance(steps, k)}
+                           for m, steps in zip(r["prompt_metrics"], along)],
+        }
     plain = engine_record(result, "plain")
     base = plain["tokens"] / plain["seconds"]
     ref = plain["outputs"]
@@ -76,22 +99,20 @@ def main() -> None:
     def same(outs):
         return sum(a == b for a, b in zip(outs, ref))
 
-    rows = [("vLLM plain", "-", 1.0, "-", base, same(plain["outputs"]))]
+    rows = [("vLLM plain", "-", 1.0, "-", "-", base, same(plain["outputs"]))]
     for k in args.ks:
-        r = engine_record(result, f"k{k}")
-        m = r["metrics"]
-        acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
-        rows.append((f"vLLM + head, k={k}", k, acc["mean_acceptance_length"], ours[k]["acceptance"]["mean_acceptance_length"],
-                     r["tokens"] / r["seconds"], same(r["outputs"])))
-    ng = engine_record(result, "ngram")
-    m = ng["metrics"]
-    ng_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
-    rows.append((f"vLLM n-gram, k={args.ngram_k}", args.ngram_k, ng_acc["mean_acceptance_length"], "-", ng["tokens"] / ng["seconds"],
-                 same(ng["outputs"])))
-    rows.append(("headstart plain loop", "-", 1.0, "-", ours_base, same(ours_plain["outputs"])))
+        r, acc = engine_record(result, f"k{k}"), acceptance[k]
+        rows.append((f"vLLM + head, k={k}", k, acc["vllm"]["mean_acceptance_length"], acc["headstart_own_text"]["mean_acceptance_length"],
+                     acc["headstart_along_vllm_text"]["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
+    if args.ngram_k:
+        ng = engine_record(result, "ngram")
+        ng_acc = counted(ng["metrics"])
+        rows.append((f"vLLM n-gram, k={args.ngram_k}", args.ngram_k, ng_acc["mean_acceptance_length"], "-", "-",
+                     ng["tokens"] / ng["seconds"], same(ng["outputs"])))
+    rows.append(("headstart plain loop", "-", 1.0, "-", "-", ours_base, same(ours_plain["outputs"])))
     for k in args.ks:
         h = ours[k]["head"]
-        rows.append((f"headstart loop + head, chain {k}", k, ours[k]["acceptance"]["mean_acceptance_length"], "-",
+        rows.append((f"headstart loop + head, chain {k}", k, ours[k]["acceptance"]["mean_acceptance_length"], "-", "-",
                      sum(map(len, h["outputs"])) / h["seconds"], same(h["outputs"])))
 
     flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -99,18 +120,26 @@ def main() -> None:
     lines = [f"{target.name}, {dtype}, greedy, {len(prompts)} prompts x {cfg.max_new_tokens} tokens, batch 1, "
              f"{kind} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}",
              "",
-             "| decoding | k | acceptance length (bonus counted) | headstart's prediction | tokens/s | vs vLLM plain | same as vLLM plain |",
-             "|---|---|---|---|---|---|---|"]
+             "| decoding | k | acceptance length (bonus counted) | headstart's prediction, its own text | headstart's prediction, "
+             "along vLLM's text | tokens/s | vs vLLM plain | same as vLLM plain |",
+             "|---|---|---|---|---|---|---|---|"]
     def fmt(x) -> str:
         return x if isinstance(x, str) else f"{x:.2f}"
 
-    for name, k, tau, pred, tps, n in rows:
-        lines.append(f"| {name} | {k} | {fmt(tau)} | {fmt(pred)} | {tps:.1f} | {tps / base:.2f}x | {n}/{len(ref)} |")
+    for name, k, tau, pred, along, tps, n in rows:
+        lines.append(f"| {name} | {k} | {fmt(tau)} | {fmt(pred)} | {fmt(along)} | {tps:.1f} | {tps / base:.2f}x | {n}/{len(ref)} |")
+    lines += ["", "Acceptance length = 1 + accepted drafts / draft steps (bonus counted, per verification step). headstart's "
+              "prediction on its own text: its loop's τ with the head; along vLLM's text: vLLM's output tokens teacher-forced "
+              "through the target, headstart's drafter proposing k from each last accepted position, drafts accepted while "
+              "they match that text. Per-position acceptance of each is in the JSON."]
     table = "\n".join(lines)
     print(table)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "engine_load_seconds": {e["name"]: e.get("load_seconds") for e in result["engines"]}},
+    out.write_text(json.dumps({"rows": rows, "acceptance": acceptance, "prompts": prompts,
+                               "outputs": {"headstart_plain": ours_plain["outputs"], **{e["name"]: e.get("outputs") for e in result["engines"]},
+                                           **{f"headstart_k{k}": ours[k]["head"]["outputs"] for k in args.ks}},
+                               "engine_load_seconds": {e["name"]: e.get("load_seconds") for e in result["engines"]}},
                               indent=2, default=str) + "\n")
     out.with_suffix(".md").write_text(table + "\n")
 

@@ -143,14 +143,14 @@ def loop_share(target, prompts: int, prompt_len: int, new_tokens: int, tree: dic
     """Decode random prompts with an untrained EAGLE-3 head and plainly: tokens/s of each, τ, and
     the profiled split of a speculative step (seconds per phase, summed over the prompts). With
     `parallel` the head drafts P-EAGLE style: all `depth` positions in one draft forward."""
-    import headstart.heads as heads_registry
+    from headstart import heads
     from headstart.decode.generate import SpeculativeGenerator
     from headstart.decode.plain import plain_generate
 
     dev = target.device
     extra = {"parallel_drafting": True, "parallel_tokens": max(2, tree["depth"])} if parallel else {}
-    head = heads_registry.build("eagle3", target, draft_vocab=torch.arange(min(draft_vocab, target.vocab_size)),
-                                tree=tree, **extra)
+    head = heads.build("eagle3", target, draft_vocab=torch.arange(min(draft_vocab, target.vocab_size)),
+                       tree=tree, **extra)
     head = head.to(device=dev, dtype=target.dtype).eval().requires_grad_(False)  # as loading a head for decoding does
     spec = SpeculativeGenerator(target, head, **tree)
     gen = torch.Generator().manual_seed(1)

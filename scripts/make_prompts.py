@@ -25,7 +25,7 @@ Determinism: every random choice goes through ``random.Random`` seeded with a st
 state is never used. Ids are ``<category>-<5 digits>``: train ids count up from 00000 per
 category and eval ids from 90000, so the two files never share an id. With the committed
 tables and seed 0 it rewrites data/prompts/train.jsonl and eval.jsonl byte for byte
-(tests/test_prompt_data.py checks this).
+(tests/scripts/test_make_prompts.py checks this).
 
 Usage::
 

@@ -327,7 +327,8 @@ def main() -> None:
         recipes = {k: load_recipe(p, args.overrides) for k, p in paths.items()}
         t = next(iter(recipes.values())).target
         target = Target.from_pretrained(t.name_or_path, dtype=args.dtype or t.dtype, revision=t.revision,
-                                        attn_implementation=t.attn_implementation, device=device)
+                                        attn_implementation=t.attn_implementation, device=device,
+                                        pack_linears=t.pack_linears)
     rows = []
     for kind, recipe in recipes.items():
         if args.tiny:

@@ -14,9 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_safety import adapted_head
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT, adapted_head
 
 #: folder -> the package its modules are imported as (pyproject's package-dir)
 PACKAGES = {"headstart": "headstart", "heads": "headstart.heads", "train": "headstart.train", "eval": "headstart.eval"}
@@ -200,7 +198,7 @@ def test_head_kinds_share_helpers_through_their_own_modules():
 
     files = module_files()
     kinds = {cls.__module__ for cls in REGISTRY.values()}
-    assert kinds == {"headstart.heads.medusa", "headstart.heads.eagle", "headstart.heads.eagle3"}
+    assert kinds == {"headstart.heads.medusa", "headstart.heads.eagle", "headstart.heads.eagle3", "headstart.heads.dflash"}
     eagle3 = kind_imports("headstart.heads.eagle3", files)
     assert {"headstart.heads.vocab", "headstart.heads.feature_head", "headstart.heads.drafting"} <= eagle3
     assert "headstart.heads.eagle" not in eagle3 and "headstart.heads.medusa" not in eagle3
@@ -235,13 +233,49 @@ def test_loading_a_medusa2_head_runs_no_training_code(tmp_path):
     script = (
         "import json, sys, torch\n"
         "import headstart as hs\n"
-        "from tests.conftest import tiny_target\n"
+        "from tests.helpers import tiny_target\n"
         "target = tiny_target('llama')\n"
-        f"heads = hs.load_heads({str(tmp_path / 'h')!r}, target=target)\n"
-        "out = hs.SpeculativeGenerator(target, heads).generate(torch.tensor([[1, 2, 3]]), max_new_tokens=4)\n"
+        f"head = hs.load_heads({str(tmp_path / 'h')!r}, target=target)\n"
+        "out = hs.SpeculativeGenerator(target, head).generate(torch.tensor([[1, 2, 3]]), max_new_tokens=4)\n"
         "print(json.dumps({'adapter': target.adapter is not None, 'new': out.sequences.shape[1] - 3,\n"
         "                  'train': sorted(m for m in sys.modules if m.startswith('headstart.train'))}))\n"
     )
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout.splitlines()[-1]) == {"adapter": True, "new": 4, "train": []}
+
+
+#: test folder -> the package folder whose modules its files are named after
+MIRRORS = {"headstart": "headstart", "headstart/decode": "headstart/decode", "heads": "heads", "train": "train",
+           "eval": "eval", "scripts": "scripts"}
+#: test folders with no module of their own: whole flows (decoding loops, the embedded model, the served engine)
+END_TO_END = {"end_to_end"}
+
+
+def test_the_tests_mirror_the_package():
+    """tests/<folder>/test_<module>[_<topic>].py tests <folder>/<module>.py; whole flows live in tests/end_to_end;
+    test files share helpers through tests/helpers.py, never by importing one another."""
+    tests = ROOT / "tests"
+    wrong = []
+    for path in sorted(tests.rglob("test_*.py")):
+        folder = path.parent.relative_to(tests).as_posix()
+        if folder == ".":
+            if path.name != "test_layering.py":  # the one test of the whole tree
+                wrong.append(f"{path.name}: put it in the folder of the module it tests")
+            continue
+        if folder in END_TO_END:
+            continue
+        if folder not in MIRRORS:
+            wrong.append(f"{folder}/{path.name}: tests/{folder} mirrors no package folder ({', '.join(sorted(MIRRORS))})")
+            continue
+        modules = {p.stem for p in (ROOT / MIRRORS[folder]).glob("*.py")} - {"__init__"}
+        name = path.stem.removeprefix("test_")
+        if not any(name == m or name.startswith(m + "_") for m in modules):
+            wrong.append(f"{folder}/{path.name}: names no module of {MIRRORS[folder]}/")
+        imported = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").startswith("tests.") and n.module.split(".")[-1].startswith("test_")]
+        wrong += [f"{folder}/{path.name} imports {n.module}: move what it shares to tests/helpers.py" for n in imported]
+    for folder in {p.parent for p in tests.rglob("test_*.py")}:
+        if not (folder / "__init__.py").exists():
+            wrong.append(f"{folder.relative_to(ROOT)} has no __init__.py (test files would be imported by bare name)")
+    assert not wrong, "tests that do not mirror the package:\n" + "\n".join(wrong)

@@ -28,6 +28,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from headstart.adapter import ADAPTER_WEIGHTS, adapter_parameters, set_adapter_weights
 from headstart.config import Recipe, TrainConfig, recipe_to_dict
 from headstart.heads.checkpoint import CONFIG_NAME, read_config, read_weights, save_heads
+from headstart.heads.results import restore_fields, saved_fields
 from headstart.target import Target, gathered
 from headstart.train.features import batch_features
 from headstart.train.joint import joint_loss
@@ -73,8 +74,7 @@ class RunConfig(TrainerCallback):
 
 def run_config(recipe: Recipe, target: Target, heads) -> dict:
     """The run config trackers record: recipe, target description and the head's kind and options."""
-    options = {k: v for k, v in heads.options.items() if k not in ("accuracy", "tree")}
-    return {"recipe": recipe_to_dict(recipe), "target": target.describe(), "head": {"kind": heads.kind, **options}}
+    return {"recipe": recipe_to_dict(recipe), "target": target.describe(), "head": {"kind": heads.kind, **heads.options}}
 
 
 class TrainingModule(nn.Module):
@@ -248,6 +248,7 @@ def unpartitioned(trainer: Trainer, heads, target: Target):
     plain = type(heads).from_config(dict(heads.options), target)
     plain.load_state_dict(state)
     plain.target_info = heads.target_info
+    restore_fields(plain, saved_fields(heads), "the head trained under ZeRO-3")
     return plain.to(target.device)
 
 

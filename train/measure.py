@@ -11,23 +11,23 @@ from headstart.train.features import batch_features
 
 
 @torch.no_grad()
-def measure_steps(target, heads, examples, cfg, batch_size: int = 4) -> dict:
+def measure_steps(target, head, examples, cfg, batch_size: int = 4) -> dict:
     """Token-weighted held-out metrics of a dynamic head's loss (no noise): per-step top-1, expected
     acceptance Σ min(p, q) and the τ proxy."""
     ds = ExampleDataset(examples)
     sums: dict[str, float] = {}
     weight = 0.0
-    was_training = heads.training
-    heads.eval()
+    was_training = head.training
+    head.eval()
     for start in range(0, len(ds), batch_size):
         batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))])
-        out = batch_features(target, batch, heads.feature_layers)
-        _, metrics = heads.training_loss(out, batch, target, cfg)
+        out = batch_features(target, batch, head.feature_layers)
+        _, metrics = head.training_loss(out, batch, target, cfg)
         w = float(batch["loss_mask"].sum())
         weight += w
         for k, v in metrics.items():
             sums[k] = sums.get(k, 0.0) + v * w
-    heads.train(was_training)
+    head.train(was_training)
     mean = {k: v / max(weight, 1.0) for k, v in sums.items()}
     steps = sorted(int(k[4:-5]) for k in mean if k.startswith("step") and k.endswith("_top1"))
     top1 = [round(mean[f"step{i}_top1"], 4) for i in steps]
@@ -37,28 +37,28 @@ def measure_steps(target, heads, examples, cfg, batch_size: int = 4) -> dict:
 
 
 @torch.no_grad()
-def measure_accuracy(target, heads, examples, batch_size: int = 4, topk: int = 10) -> dict:
+def measure_accuracy(target, head, examples, batch_size: int = 4, topk: int = 10) -> dict:
     """accuracy[d][c] = P(the c-th ranked proposal of depth d+1 is the token), over assistant tokens.
 
     Also returns per-depth top-1 / top-k and the chain proxy of τ (bonus token counted).
     """
-    depth = heads.num_heads
+    depth = head.num_heads
     hits = torch.zeros(depth, topk, dtype=torch.float64)
     counts = torch.zeros(depth, dtype=torch.float64)
     ds = ExampleDataset(examples)
     for start in range(0, len(ds), batch_size):
         batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))])
         hidden = target(batch["input_ids"], attention_mask=batch["attention_mask"]).hidden
-        for k, block in enumerate(heads.blocks):
+        for k, block in enumerate(head.blocks):
             shift = k + 2
             if batch["input_ids"].shape[1] <= shift:
                 continue
             valid = batch["loss_mask"][:, shift:].bool()
             labels = batch["input_ids"][:, shift:][valid]
             h = hidden[:, :-shift][valid]
-            logits = heads.project(block(h.to(heads.dtype)), k)
+            logits = head.project(block(h.to(head.dtype)), k)
             ranked = logits.topk(min(topk, logits.shape[-1]), dim=-1).indices
-            hits[k, : ranked.shape[1]] += (ranked == heads.draft_index(labels)[:, None]).double().sum(0)
+            hits[k, : ranked.shape[1]] += (ranked == head.draft_index(labels)[:, None]).double().sum(0)
             counts[k] += labels.numel()
     acc = (hits / counts.clamp(min=1)[:, None]).tolist()
     top1 = [a[0] for a in acc]

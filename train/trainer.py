@@ -23,10 +23,11 @@ from torch import nn
 from transformers import TrainerCallback
 from transformers.integrations import TensorBoardCallback
 
-import headstart.heads as heads_registry
+from headstart import heads
 from headstart.adapter import add_adapter
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.heads.checkpoint import load_heads
+from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy
 from headstart.heads.vocab import frequent_tokens
 from headstart.target import Target, is_partitioned, resolve_dtype
 from headstart.train.budget import schedule_steps
@@ -75,28 +76,28 @@ class Outcome:
     loss: float  # mean training loss over every step of the run, those before a resume included
 
 
-def train(recipe: Recipe, target: Target, heads: nn.Module | None = None) -> dict:
+def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> dict:
     """Train the recipe's head on `target`; returns a summary. The final head is in output_dir/final.
 
-    heads: train this head instead of a new one (or head.init_from's).
+    head: train this head instead of a new one (or head.init_from's).
     """
     start = _start_run(recipe, target)
     torch.manual_seed(recipe.train.seed)
     data = _read_data(recipe, target)
-    heads = _setup_head(recipe, target, data.train, heads)
+    head = _setup_head(recipe, target, data.train, head)
     _add_joint_adapter(recipe, target)
-    module = TrainingModule(heads, target, recipe.train)
-    dataset = training_dataset(data.train, recipe.data.features_dir, target, heads.feature_layers)  # online or cached
+    module = TrainingModule(head, target, recipe.train)
+    dataset = training_dataset(data.train, recipe.data.features_dir, target, head.feature_layers)  # online or cached
     _note_partitioning(recipe, target)
     max_steps = schedule_steps(recipe.train, module, dataset, start.resume)
     trainer = _setup_trainer(recipe, module, dataset, start.record, max_steps)
     _resume_or_clear(trainer, recipe.train, start.resume)
     outcome = _run(trainer, start.resume)
-    heads = unpartitioned(trainer, heads, target).eval()
-    heldout = _measure(heads, target, data.heldout, recipe.train)
+    head = unpartitioned(trainer, head, target).eval()
+    heldout = _measure(head, target, data.heldout, recipe.train)
     _log_heldout(trainer, heldout)
     summary = _summary(outcome, data, heldout, trainer.best)
-    final = _save(trainer, heads, recipe, summary)
+    final = _save(trainer, head, recipe, summary)
     return {**summary, "final": str(final)}
 
 
@@ -121,19 +122,19 @@ def _read_data(recipe: Recipe, target: Target) -> TrainingData:
     return TrainingData(train=trained, heldout=heldout, stats=stats)
 
 
-def _setup_head(recipe: Recipe, target: Target, examples: list[Example], heads: nn.Module | None) -> nn.Module:
+def _setup_head(recipe: Recipe, target: Target, examples: list[Example], head: nn.Module | None) -> nn.Module:
     """The head to train, in float32 and train mode: the one handed over, else head.init_from's
     (training goes on from its weights), else a new one of the recipe's kind counted over `examples`."""
-    if heads is None and recipe.head.init_from and recipe.head.init_from_target:
+    if head is None and recipe.head.init_from and recipe.head.init_from_target:
         raise RecipeError(f"head.init_from ({recipe.head.init_from}) continues a trained head, head.init_from_target starts a new "
                           "one from the target's last layer: set one of them")
-    if heads is None and recipe.head.init_from:
-        heads = load_heads(recipe.head.init_from, target).requires_grad_(True)
-        if heads.kind != recipe.head.kind:
-            raise RecipeError(f"head.init_from: {recipe.head.init_from} holds a {heads.kind} head, the recipe trains {recipe.head.kind}")
-    if heads is None:
-        heads = build_head(recipe, target, examples)
-    return heads.float().train()
+    if head is None and recipe.head.init_from:
+        head = load_heads(recipe.head.init_from, target).requires_grad_(True)
+        if head.kind != recipe.head.kind:
+            raise RecipeError(f"head.init_from: {recipe.head.init_from} holds a {head.kind} head, the recipe trains {recipe.head.kind}")
+    if head is None:
+        head = build_head(recipe, target, examples)
+    return head.float().train()
 
 
 def _add_joint_adapter(recipe: Recipe, target: Target) -> None:
@@ -201,13 +202,13 @@ def _run(trainer: HeadTrainer, resume: Path | None) -> Outcome:
     return Outcome(steps=result.global_step, seconds=seconds, loss=trainer.run_loss(result))
 
 
-def _measure(heads: nn.Module, target: Target, examples: list[Example], cfg: TrainConfig) -> dict:
+def _measure(head: nn.Module, target: Target, examples: list[Example], cfg: TrainConfig) -> dict:
     """Held-out accuracy: per-step top-1 and the τ proxy of the unrolled draft for a dynamic (EAGLE)
-    head; per-depth top-k for a static one, kept in its options (static trees are built from it)."""
-    if getattr(heads, "dynamic", False):
-        return measure_steps(target, heads, examples, cfg, batch_size=cfg.batch_size)
-    accuracy = measure_accuracy(target, heads, examples, batch_size=cfg.batch_size)
-    heads.options["accuracy"] = accuracy["topk_accuracy"]
+    head; per-depth top-k for a static one, kept as its `held_out` (static trees are built from it)."""
+    if getattr(head, "dynamic", False):
+        return measure_steps(target, head, examples, cfg, batch_size=cfg.batch_size)
+    accuracy = measure_accuracy(target, head, examples, batch_size=cfg.batch_size)
+    head.held_out = HeldOutAccuracy(accuracy["topk_accuracy"])
     return accuracy
 
 
@@ -234,12 +235,12 @@ def _summary(outcome: Outcome, data: TrainingData, accuracy: dict, best: dict | 
     }
 
 
-def _save(trainer: HeadTrainer, heads: nn.Module, recipe: Recipe, summary: dict) -> Path:
+def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict) -> Path:
     """Write the final head to output_dir/final (its config.json holds the summary and the recipe)
     and train_summary.json beside it; returns the final head's folder."""
     out = Path(recipe.train.output_dir)
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
-        heads.save_pretrained(out / "final", trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
+        head.save_pretrained(out / "final", trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return out / "final"
 
@@ -247,10 +248,10 @@ def _save(trainer: HeadTrainer, heads: nn.Module, recipe: Recipe, summary: dict)
 def build_head(recipe: Recipe, target: Target, examples):
     """A new head of the recipe's kind; its draft vocabulary counted over `examples`' answers."""
     hcfg = recipe.head
-    if hcfg.kind not in heads_registry.REGISTRY:
-        raise ValueError(f"head.kind: unknown kind {hcfg.kind!r}; known: {', '.join(sorted(heads_registry.REGISTRY))}")
-    cls = heads_registry.REGISTRY[hcfg.kind]
-    options = heads_registry.recipe_options(hcfg)
+    if hcfg.kind not in heads.REGISTRY:
+        raise ValueError(f"head.kind: unknown kind {hcfg.kind!r}; known: {', '.join(sorted(heads.REGISTRY))}")
+    cls = heads.REGISTRY[hcfg.kind]
+    options = heads.recipe_options(hcfg)
     if hcfg.draft_vocab_size is not None:  # None: the whole vocabulary
         from headstart.heads.options import check_draft_vocab_size
 
@@ -258,8 +259,8 @@ def build_head(recipe: Recipe, target: Target, examples):
         options["draft_vocab"] = frequent_tokens(examples, hcfg.draft_vocab_size, target.vocab_size)
     if getattr(cls, "dynamic", False):
         d = recipe.decode
-        options["tree"] = {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}
-    return heads_registry.build(hcfg.kind, target, init_from_target=hcfg.init_from_target, **options)
+        options["tree"] = DynamicTreeSpec(d.depth, d.top_k, d.total_tokens)  # the head's default tree
+    return heads.build(hcfg.kind, target, init_from_target=hcfg.init_from_target, **options)
 
 
 def zero_stage(deepspeed_config: str | None) -> int | None:

@@ -35,7 +35,11 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from headstart.decode.tree import Tree
+from headstart.decode.dynamic import DynamicTreeSpec
+from headstart.decode.tree import StaticTreeSpec, Tree
+
+#: a head's own tree (`default_tree`): a static tree's paths, or the budget a dynamic head grows its tree within
+TreeSpec = StaticTreeSpec | DynamicTreeSpec
 
 
 @dataclass
@@ -82,9 +86,9 @@ class DraftHead(Protocol):
     form DraftState.features; empty: the final hidden state), `needs_features` (fill features
     and committed at all; dynamic heads imply it), `drafter()` (a fresh drafting state for one
     sequence, an object with `propose`: the engine makes one per row of a batch), `options` (a
-    dict: "tree", the static tree or the dynamic budget to use by default; "accuracy", the
-    measured per-depth top-k accuracy that `tree="auto"` builds a tree from; "num_heads", the
-    deepest static tree the head can fill).
+    dict of the head's architecture options: "num_heads", the deepest static tree it can fill),
+    `default_tree` (a `TreeSpec`: the tree to decode with unless told otherwise) and `held_out`
+    (a `HeldOutAccuracy`: the measured per-depth top-k accuracy that `tree="auto"` builds a tree from).
 
     How a batch is drafted: with `drafter()`, one drafter per row; else a static head without
     `needs_features` drafts for all rows in one call (B rows in, tokens (B, N) out); else the

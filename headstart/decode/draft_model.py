@@ -55,7 +55,7 @@ class DraftModelProposer:
         self.draft = draft
         self.vocab = min(draft.vocab_size, target.vocab_size)
         total = total_tokens or (depth if top_k == 1 else min(depth * top_k * 2, 64))
-        self.options = {"tree": {"depth": depth, "top_k": top_k, "total_tokens": total}}
+        self.default_tree = DynamicTreeSpec(depth=depth, top_k=top_k, total_tokens=total)
         self.cache = None
         self._chain: list[int] = []  # tokens the cache holds after the committed prefix (a chain draft)
         self._root = -1

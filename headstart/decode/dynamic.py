@@ -18,7 +18,8 @@ from headstart.decode.tree import Tree, TreeError
 
 @dataclass(frozen=True)
 class DynamicTreeSpec:
-    """The budget a dynamic drafter (EAGLE-2) grows its tree within."""
+    """The budget a dynamic drafter (EAGLE-2) grows its tree within; also the tree a dynamic head decodes
+    with unless told otherwise (`head.default_tree`; a static head's is a `tree.StaticTreeSpec`)."""
 
     depth: int = 5  # draft steps from the root
     top_k: int = 8  # children per expanded node, and nodes expanded per step
@@ -28,6 +29,10 @@ class DynamicTreeSpec:
         for name in ("depth", "top_k", "total_tokens"):
             if int(getattr(self, name)) < 1:
                 raise TreeError(f"dynamic tree {name} must be at least 1, got {getattr(self, name)}")
+
+    def to_json(self) -> dict[str, int]:
+        """{depth, top_k, total_tokens}: how config.json saves a head's dynamic tree (head.tree)."""
+        return {"depth": self.depth, "top_k": self.top_k, "total_tokens": self.total_tokens}
 
 
 def tree_from_parents(parents, choice=None) -> Tree:

@@ -79,10 +79,10 @@ class _Row:
 class SpeculativeGenerator:
     """Tree speculative decoding of `target` with `heads` (any DraftHead).
 
-    Static heads: tree is a shipped name ('tree16', 'chain3', ...), a list of paths, a JSON file,
-    or 'auto' (the tree stored with the head, else built from its measured per-depth accuracy).
-    Dynamic heads (`heads.dynamic`): depth, top_k and total_tokens bound the tree they grow
-    (defaults: the head's stored settings, else DynamicTreeSpec's).
+    Static heads: tree is a shipped name ('tree16', 'chain3', ...), a list of paths, a StaticTreeSpec,
+    a JSON file, or 'auto' (the head's own `default_tree`, else built from its measured `held_out`
+    accuracy). Dynamic heads (`heads.dynamic`): depth, top_k and total_tokens bound the tree they grow
+    (defaults: the head's `default_tree`, else DynamicTreeSpec's).
     """
 
     def __init__(
@@ -98,23 +98,24 @@ class SpeculativeGenerator:
         if not isinstance(heads, DraftHead):
             raise TypeError(f"{type(heads).__name__} does not implement the DraftHead protocol (kind, propose)")
         self.target, self.heads = target, heads
-        config = getattr(heads, "options", {})
+        own_tree = getattr(heads, "default_tree", None)  # a TreeSpec of the head's kind, or None
         self.dynamic = bool(getattr(heads, "dynamic", False))
         self.feature_layers = tuple(getattr(heads, "feature_layers", ()) or ())
         self.needs_features = self.dynamic or bool(getattr(heads, "needs_features", False))
         self.tree: Tree | None = None
         self.tree_spec: DynamicTreeSpec | None = None
         if self.dynamic:
-            stored = config.get("tree") if isinstance(config.get("tree"), dict) else {}
-            base = DynamicTreeSpec(**{k: v for k, v in stored.items() if k in ("depth", "top_k", "total_tokens")})
+            base = own_tree or DynamicTreeSpec()
             self.tree_spec = DynamicTreeSpec(
                 depth=depth or base.depth, top_k=top_k or base.top_k, total_tokens=total_tokens or base.total_tokens
             )
         else:
-            max_depth = config.get("num_heads")
-            if tree == "auto" and config.get("tree"):
-                tree = config["tree"]
-            self.tree = load_tree(tree, accuracy=config.get("accuracy"), size=tree_size, max_depth=max_depth)
+            max_depth = (getattr(heads, "options", None) or {}).get("num_heads")
+            if tree == "auto" and own_tree is not None:
+                tree = own_tree
+            held_out = getattr(heads, "held_out", None)
+            accuracy = held_out.topk if held_out is not None else None
+            self.tree = load_tree(tree, accuracy=accuracy, size=tree_size, max_depth=max_depth)
             if max_depth is not None and self.tree.max_depth > max_depth:
                 raise ValueError(f"tree is {self.tree.max_depth} deep but the head drafts only {max_depth} tokens ahead")
         self._static = TreeTensors.of(self.tree, target.device) if self.tree is not None else None

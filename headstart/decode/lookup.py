@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
-from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.contract import DraftState, Proposal, TreeSpec
 from headstart.decode.dynamic import DynamicTreeSpec, tree_from_parents
-from headstart.decode.tree import Tree
+from headstart.decode.tree import HeldOutAccuracy, Tree
 from headstart.errors import HeadstartError
 
 
@@ -217,7 +217,7 @@ class LookupHead:
     def __init__(self, max_tokens: int = 10, max_ngram: int = 2):
         _check(max_tokens, max_ngram)
         self.max_tokens, self.max_ngram = max_tokens, max_ngram
-        self.options = {"tree": {"depth": max_tokens, "top_k": 1, "total_tokens": max_tokens}}
+        self.default_tree = DynamicTreeSpec(depth=max_tokens, top_k=1, total_tokens=max_tokens)
         self.stats = LookupStats()
         self._own: LookupDrafter | None = None
 
@@ -300,7 +300,8 @@ class HybridHead:
 
     It drafts row by row (each row follows its own context), through the head's `drafter()` when
     it has one, else a shallow copy of the head per row; it keeps the head's tree settings, kind
-    (+ "+lookup"), feature layers and options. Lossless as any tree: see the module docstring.
+    (+ "+lookup"), feature layers, options, own tree and held-out accuracy. Lossless as any tree:
+    see the module docstring.
     """
 
     needs_features = True
@@ -314,6 +315,16 @@ class HybridHead:
         self.options = getattr(head, "options", {}) or {}
         self.stats = LookupStats()
         self._own: HybridDrafter | None = None
+
+    @property
+    def default_tree(self) -> TreeSpec | None:
+        """The head's own tree, read when a generator is made."""
+        return getattr(self.head, "default_tree", None)
+
+    @property
+    def held_out(self) -> HeldOutAccuracy | None:
+        """The head's measured held-out accuracy."""
+        return getattr(self.head, "held_out", None)
 
     def lookup_settings(self) -> dict:
         """What to report beside τ."""

@@ -93,6 +93,47 @@ def tree_from_paths(paths) -> Tree:
     return Tree(ordered, depth, parent, choice, visible, retrieve)
 
 
+@dataclass(frozen=True)
+class StaticTreeSpec:
+    """The static tree a head (Medusa) decodes with unless told otherwise (`head.default_tree`): its
+    paths, checked and sorted by (depth, path) as `Tree.paths`, whatever form they were given in.
+    config.json saves it as head.tree, a list of paths; a dynamic head's is a `DynamicTreeSpec`."""
+
+    paths: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "paths", tree_from_paths(self.paths).paths)  # a TreeError names a bad path
+
+    @property
+    def size(self) -> int:
+        """Draft nodes, the root excluded."""
+        return len(self.paths)
+
+    def to_json(self) -> list[list[int]]:
+        return [list(p) for p in self.paths]
+
+
+@dataclass(frozen=True)
+class HeldOutAccuracy:
+    """A static head's accuracy measured on held-out examples after training (`head.held_out`):
+    topk[d][c] is the share of held-out assistant tokens whose c-th ranked proposal at depth d + 1
+    (Medusa: head d) was the token. 'auto' trees are built from it (`best_tree_paths`); config.json
+    saves it as head.accuracy, a list of lists."""
+
+    topk: tuple[tuple[float, ...], ...]
+
+    def __post_init__(self):
+        rows = tuple(tuple(float(x) for x in row) for row in self.topk)
+        if not rows or not all(rows) or not all(0.0 <= x <= 1.0 for row in rows for x in row):
+            raise TreeError(
+                f"held-out accuracy: expected one non-empty list of shares in [0, 1] per depth, got {self.topk!r}"
+            )
+        object.__setattr__(self, "topk", rows)
+
+    def to_json(self) -> list[list[float]]:
+        return [list(row) for row in self.topk]
+
+
 def best_tree_paths(accuracy: list[list[float]], size: int) -> list[tuple[int, ...]]:
     """The tree of `size` nodes that maximises expected accepted length, best-first (Medusa §3.3).
 
@@ -148,13 +189,15 @@ def shipped_trees() -> dict[str, list[tuple[int, ...]]]:
 
 
 def load_tree(spec, accuracy: list[list[float]] | None = None, size: int = 16, max_depth: int | None = None) -> Tree:
-    """A Tree from a shipped name, a JSON file of paths, a list of paths, or 'auto'.
+    """A Tree from a shipped name, a JSON file of paths, a list of paths, a StaticTreeSpec, or 'auto'.
 
     'auto' builds the best tree of `size` nodes from `accuracy` (a head's measured per-depth top-k
     accuracy); without it, the shipped tree closest to `size`.
     """
     if isinstance(spec, Tree):
         return spec
+    if isinstance(spec, StaticTreeSpec):
+        return tree_from_paths(spec.paths)
     if isinstance(spec, (list, tuple)):
         return tree_from_paths(spec)
     named = shipped_trees()

@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 
 from headstart.config import DecodeConfig, parse_override
+from headstart.decode.contract import DraftState, TreeSpec
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
-from headstart.decode.tree import best_tree_paths, expected_accept_length, load_tree
+from headstart.decode.tree import StaticTreeSpec, best_tree_paths, expected_accept_length, load_tree
 from headstart.decode.verify import acceptance_length
 from headstart.errors import HeadstartError
 
@@ -59,29 +60,31 @@ def given_decode_fields(overrides: Sequence[str]) -> frozenset[str]:
     return frozenset(fields)
 
 
-def tree_options(heads, decode: DecodeConfig, given: Collection[str] = ()) -> tuple[dict, str]:
-    """SpeculativeGenerator's tree keyword arguments for `heads`, and where they came from.
+def tree_options(head, decode: DecodeConfig, given: Collection[str] = ()) -> tuple[dict, str]:
+    """SpeculativeGenerator's tree keyword arguments for `head`, and where they came from.
 
     Precedence, field by field: the command line (`given`: the decode fields set there) > the
-    head's own saved or tuned tree (`options['tree']`) > the recipe's decode section. The source is
-    'command', 'head' or 'recipe', or several joined by '+' when the fields come from different places.
+    head's own tree (`head.default_tree`: saved with it, tuned, or the trainer's) > the recipe's decode
+    section. The source is 'command', 'head' or 'recipe', or several joined by '+' when the fields
+    come from different places.
     """
-    options = getattr(heads, "options", None) or {}
-    stored = options.get("tree")
-    if getattr(heads, "dynamic", False):
-        stored = stored if isinstance(stored, dict) else {}
+    own = getattr(head, "default_tree", None)  # a DynamicTreeSpec for dynamic heads, a StaticTreeSpec else
+    if getattr(head, "dynamic", False):
         kwargs, sources = {}, set()
         for name in DYNAMIC_FIELDS:
-            source = "command" if name in given else "head" if name in stored else "recipe"
-            kwargs[name] = stored[name] if source == "head" else getattr(decode, name)
+            source = "command" if name in given else "head" if own is not None else "recipe"
+            kwargs[name] = getattr(own, name) if source == "head" else getattr(decode, name)
             sources.add(source)
         return kwargs, "+".join(s for s in TREE_SOURCES if s in sources)
     if "tree_size" in given or ("tree" in given and decode.tree != "auto"):
-        if decode.tree == "auto":  # a size on the command: built from the head's accuracy, not its saved tree
-            return {"tree": load_tree("auto", options.get("accuracy"), decode.tree_size, options.get("num_heads"))}, "command"
+        if decode.tree == "auto":  # a size on the command: built from the head's accuracy, not its own tree
+            held_out = getattr(head, "held_out", None)
+            accuracy = held_out.topk if held_out is not None else None
+            num_heads = (getattr(head, "options", None) or {}).get("num_heads")
+            return {"tree": load_tree("auto", accuracy, decode.tree_size, num_heads)}, "command"
         return {"tree": decode.tree}, "command"
-    if stored:
-        return {"tree": stored}, "head"
+    if own is not None:
+        return {"tree": own}, "head"
     return {"tree": decode.tree, "tree_size": decode.tree_size}, "recipe"
 
 
@@ -142,27 +145,24 @@ def best_tree_for_cost(
     return best_paths, table
 
 
-def tune_static(target, heads, sizes: Sequence[int], past_len: int) -> tuple[list[list[int]], dict]:
+def tune_static(target, head, sizes: Sequence[int], past_len: int) -> tuple[StaticTreeSpec, dict]:
     """Medusa: the tree size whose expected τ (from the head's held-out accuracy) per unit of step cost is highest."""
-    from headstart.decode.contract import DraftState
-
-    accuracy = heads.options.get("accuracy")
-    if not accuracy:
+    if getattr(head, "held_out", None) is None:
         raise TuneError(
-            "the head has no measured held-out accuracy (options['accuracy']), which its tree is built from; "
+            "the head has no measured held-out accuracy (head.held_out), which its tree is built from; "
             "train it with `headstart train` (which measures it) before tuning its tree"
         )
     costs = forward_cost(target, [n + 1 for n in sizes], past_len)
     state = DraftState(hidden=torch.zeros(1, target.hidden_size, dtype=target.dtype, device=target.device), root=torch.zeros(1, dtype=torch.long))
     tree = load_tree("chain1")
-    heads.propose(state, tree)
+    head.propose(state, tree)
     start = time.perf_counter()
     for _ in range(5):
-        heads.propose(state, tree)
+        head.propose(state, tree)
     draft_cost = (time.perf_counter() - start) / 5
-    paths, table = best_tree_for_cost(accuracy, costs, draft_cost, max_depth=heads.options.get("num_heads"))
+    paths, table = best_tree_for_cost(head.held_out.topk, costs, draft_cost, max_depth=head.options.get("num_heads"))
     table = {"kind": "static", "sizes": table, "plain_step_s": round(costs[1], 5), "draft_s": round(draft_cost, 5)}
-    return [list(p) for p in paths], table
+    return StaticTreeSpec(paths), table
 
 
 # ---------------------------------------------------------------- dynamic trees (EAGLE, EAGLE-3, P-EAGLE)
@@ -218,10 +218,10 @@ def tuning_prompts(target, path: str | Path = TUNING_PROMPTS, n: int = 3) -> lis
     return out
 
 
-def _decode_stats(target, heads, spec: DynamicTreeSpec, prompts: list[torch.Tensor], max_new_tokens: int) -> dict:
+def _decode_stats(target, head, spec: DynamicTreeSpec, prompts: list[torch.Tensor], max_new_tokens: int) -> dict:
     """Greedy decoding of `prompts` with `spec`: τ, and seconds per step spent drafting and in the
     loop's fixed work (accepting, committing), from the generator's own phase timings."""
-    gen = SpeculativeGenerator(target, heads, depth=spec.depth, top_k=spec.top_k, total_tokens=spec.total_tokens)
+    gen = SpeculativeGenerator(target, head, depth=spec.depth, top_k=spec.top_k, total_tokens=spec.total_tokens)
     accepted: list[int] = []
     timings: dict[str, float] = {}
     for ids in prompts:
@@ -236,57 +236,58 @@ def _decode_stats(target, heads, spec: DynamicTreeSpec, prompts: list[torch.Tens
 
 
 def tune_dynamic(
-    target, heads, prompts: list[torch.Tensor], specs: list[DynamicTreeSpec], max_new_tokens: int = 24, past_len: int = 256
-) -> tuple[dict, dict]:
+    target, head, prompts: list[torch.Tensor], specs: list[DynamicTreeSpec], max_new_tokens: int = 24, past_len: int = 256
+) -> tuple[DynamicTreeSpec, dict]:
     """The (depth, top_k, total_tokens) of `specs` (checked: `check_grid`) with the highest measured
     τ / step cost; returns it and the table of every candidate."""
     costs = forward_cost(target, sorted({s.total_tokens + 1 for s in specs}), past_len)
     plain = costs[1]
-    _decode_stats(target, heads, specs[0], prompts[:1], 4)  # warm-up: one-time costs stay out of the first row
+    _decode_stats(target, head, specs[0], prompts[:1], 4)  # warm-up: one-time costs stay out of the first row
     rows = []
     for spec in specs:
-        m = _decode_stats(target, heads, spec, prompts, max_new_tokens)
+        m = _decode_stats(target, head, spec, prompts, max_new_tokens)
         verify = costs[spec.total_tokens + 1] / plain
         step = verify + (m["draft_s"] + m["fixed_s"]) / plain
         rows.append({**vars(spec), "tau": round(m["tau"], 3), "steps": m["steps"], "verify_cost": round(verify, 3),
                      "draft_cost": round(m["draft_s"] / plain, 3), "fixed_cost": round(m["fixed_s"] / plain, 3),
                      "step_cost": round(step, 3), "expected_speedup": round(m["tau"] / step, 3)})
     best = max(rows, key=lambda r: r["expected_speedup"])
-    tree = {name: best[name] for name in DYNAMIC_FIELDS}
-    table = {"kind": "dynamic", "plain_step_s": round(plain, 5), "chosen": tree, "candidates": rows}
+    tree = DynamicTreeSpec(*(best[name] for name in DYNAMIC_FIELDS))
+    table = {"kind": "dynamic", "plain_step_s": round(plain, 5), "chosen": tree.to_json(), "candidates": rows}
     return tree, table
 
 
 def tune_tree(
     target,
-    heads,
+    head,
     sizes: Sequence[int] = (4, 8, 12, 16, 24, 32),
     past_len: int = 256,
     prompts: str | Path | Sequence[torch.Tensor] = TUNING_PROMPTS,
     num_prompts: int = 3,
     grid=None,
     max_new_tokens: int = 24,
-) -> tuple[list[list[int]] | dict, dict]:
-    """The best tree for `heads` on this machine, as the head's config.json stores it (`head.tree`),
-    and the table it was chosen from (stored beside it as `tree_tuning`).
+) -> tuple[TreeSpec, dict]:
+    """The best tree for `head` on this machine, and the table it was chosen from. Nothing is written:
+    `headstart.heads.results.set_default_tree` makes it the head's own (config.json: head.tree, and the
+    table as tree_tuning).
 
-    Static heads (Medusa): a list of paths, over tree `sizes`, from the head's measured accuracy.
-    Dynamic heads (EAGLE, EAGLE-3, parallel EAGLE-3): {depth, top_k, total_tokens} over `grid`
+    Static heads (Medusa): a StaticTreeSpec, over tree `sizes`, from the head's measured accuracy.
+    Dynamic heads (EAGLE, EAGLE-3, parallel EAGLE-3): a DynamicTreeSpec over `grid`
     (default `dynamic_grid`), τ measured by greedy decoding of `prompts` (a prompt file, of which
     the first `num_prompts` are used, or (1, T) token ids) for `max_new_tokens` each.
     """
-    if not getattr(heads, "dynamic", False):
+    if not getattr(head, "dynamic", False):
         if grid is not None:
             raise TuneError("a grid of (depth, top_k, total_tokens) applies to dynamic heads (EAGLE); a Medusa head's tree is chosen over sizes")
-        return tune_static(target, heads, sizes, past_len)
-    k = getattr(heads, "parallel_tokens", None)  # a parallel head's K bounds the depth
+        return tune_static(target, head, sizes, past_len)
+    k = getattr(head, "parallel_tokens", None)  # a parallel head's K bounds the depth
     specs = check_grid(dynamic_grid(k) if grid is None else grid, k)
     file = None
     if isinstance(prompts, (str, Path)):
         file, prompts = str(prompts), tuning_prompts(target, prompts, num_prompts)
     if not prompts:
         raise TuneError("no prompts to decode; give a prompt file or token ids")
-    tree, table = tune_dynamic(target, heads, list(prompts), specs, max_new_tokens, past_len)
+    tree, table = tune_dynamic(target, head, list(prompts), specs, max_new_tokens, past_len)
     table["prompts"] = {"file": file, "count": len(prompts), "max_new_tokens": max_new_tokens}
     return tree, table
 

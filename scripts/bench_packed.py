@@ -1,0 +1,110 @@
+"""Decoding with the target's Linear weights packed for oneDNN against PyTorch's stock F.linear, side by side.
+
+    python scripts/bench_packed.py --head runs/demo/medusa/final
+    python scripts/bench_packed.py --head runs/serve-eagle3/final --dtype float32 --rounds 3
+
+Loads the target once and decodes the same prompts greedily with HF generate, headstart's plain loop
+and the head (its own saved tree, and with a prompt-lookup branch), alternating stock and packed
+passes (stock, packed, stock, packed ...) so that drift on a shared machine falls on both; prints
+tokens/s of each and the ratios, and whether packed outputs equal stock ones token for token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+
+import torch
+
+from headstart.chat import encode_chat
+from headstart.config import DecodeConfig
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.lookup import HybridHead
+from headstart.decode.plain import plain_generate
+from headstart.decode.tune import tree_options
+from headstart.eval.prompts import load_eval_prompts
+from headstart.heads.checkpoint import load_heads
+from headstart.packed import unpack_linears
+from headstart.target import Target
+
+
+def machine_kind() -> str:
+    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return "AVX512-BF16" if "avx512_bf16" in flags else "AVX2 (no native bf16)"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--head", required=True)
+    p.add_argument("--target", default="embedded")
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--prompts", default="data/prompts/eval.jsonl")
+    p.add_argument("--num-prompts", type=int, default=9)
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--lookup", type=int, default=10, help="prompt-lookup branch length of the hybrid row (0: no row)")
+    p.add_argument("--rounds", type=int, default=2, help="stock/packed pairs; tokens/s are summed over rounds")
+    args = p.parse_args()
+
+    target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
+    head = load_heads(args.head, target=target)
+    tok = target.tokenizer
+    prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in load_eval_prompts(args.prompts, args.num_prompts)]
+    eos, n = target.model.generation_config.eos_token_id, args.max_new_tokens
+
+    def hf(ids):
+        start = time.perf_counter()
+        out = target.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
+                                    pad_token_id=tok.eos_token_id)
+        return out[0, ids.shape[1]:].tolist(), time.perf_counter() - start
+
+    def run(gen):
+        def decode(ids):
+            out = gen(ids)
+            return out.sequences[0, ids.shape[1]:].tolist(), out.seconds
+        return decode
+
+    def speculative(h):
+        gen = SpeculativeGenerator(target, h, **tree_options(h, DecodeConfig(), set())[0])  # the head's saved tree
+        return run(lambda ids: gen.generate(ids, n, eos_token_id=eos))
+
+    methods = {
+        "HF generate": hf,
+        "headstart plain loop": run(lambda ids: plain_generate(target, ids, n, eos_token_id=eos)),
+        f"{head.kind} (its saved tree)": speculative(head),
+    }
+    if args.lookup:
+        methods[f"{head.kind} + lookup {args.lookup}"] = speculative(HybridHead(head, args.lookup))
+    totals = {(m, mode): [0, 0.0] for m in methods for mode in ("stock", "packed")}
+    outputs: dict = {}
+    for _ in range(args.rounds):
+        for mode in ("stock", "packed"):
+            packed = target.pack_linears() if mode == "packed" else unpack_linears(target.model)
+            assert mode == "stock" or packed, "nothing was packed (not on CPU, or oneDNN lacks this dtype's kernels)"
+            for name, decode in methods.items():
+                decode(prompts[0][:, :8])  # warm-up
+                for i, ids in enumerate(prompts):
+                    toks, secs = decode(ids)
+                    totals[name, mode][0] += len(toks)
+                    totals[name, mode][1] += secs
+                    outputs.setdefault((name, mode, i), toks)
+            print(f"done {mode}", flush=True)
+
+    def tps(name, mode):
+        t, s = totals[name, mode]
+        return t / s
+
+    print(f"\n{target.name} ({args.dtype}), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
+          f"{torch.get_num_threads()} threads, {machine_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds\n")
+    print("| decoding | stock tok/s | packed tok/s | packed / stock | vs stock plain loop | vs packed plain loop | same tokens |")
+    print("|---|---|---|---|---|---|---|")
+    plain = "headstart plain loop"
+    for name in methods:
+        same = sum(outputs[name, "stock", i] == outputs[name, "packed", i] for i in range(len(prompts)))
+        print(f"| {name} | {tps(name, 'stock'):.1f} | {tps(name, 'packed'):.1f} | {tps(name, 'packed') / tps(name, 'stock'):.2f}x | "
+              f"{tps(name, 'stock') / tps(plain, 'stock'):.2f}x | {tps(name, 'packed') / tps(plain, 'packed'):.2f}x | "
+              f"{same}/{len(prompts)} |")
+
+
+if __name__ == "__main__":
+    main()

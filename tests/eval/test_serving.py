@@ -1,0 +1,120 @@
+"""eval/serving.py without an engine: headstart's prediction along a given text (`along_text_steps`, the
+text vLLM served teacher-forced through headstart's drafter) by hand with a head that drafts the root
+again, equal to the decoding loop's own steps along its own float32 text for every draft shape vLLM
+serves (P-EAGLE's k slots, EAGLE-3's chain, Medusa's chain), and reported beside the loop's prediction.
+The engine itself is tests/end_to_end/test_vllm.py's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import headstart as hs
+from headstart.config import TrainConfig
+from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.plain import greedy_generate
+from headstart.eval.serving import along_text_acceptance, along_text_steps, compare, format_serving, headstart_side
+from tests.helpers import tiny_target
+
+K = 3
+NEW = 24  # new tokens per prompt
+
+
+class RepeatHead:
+    """Drafts the root token again at every node: its acceptance along a text can be counted by hand."""
+
+    kind = "repeat"
+
+    def propose(self, state: DraftState, tree) -> Proposal:
+        return Proposal(tokens=state.root[:, None].expand(-1, tree.size), tree=tree)
+
+
+def test_along_text_by_hand(one_thread):
+    """Drafts proposed from each last accepted position, the longest prefix the text continues with
+    accepted, the text's next token the bonus and next root, steps until the text is covered."""
+    target, prompt = tiny_target("llama"), [3, 9, 4]
+    # root 1 drafts 1 1 1: all accepted; root 2 drafts 2 2 2 against 3 3 4: none; root 3 drafts 3 3 3
+    # against 3 4 (and what follows): one; the bonus 4 ends the text.
+    assert along_text_steps(target, RepeatHead(), prompt, [1, 1, 1, 1, 2, 3, 3, 4], K) == [3, 0, 1]
+    assert along_text_steps(target, RepeatHead(), prompt, [1, 1, 1, 1, 1], K) == [3]  # the bonus is the text's last token
+    assert along_text_steps(target, RepeatHead(), prompt, [7], K) == []  # the first token ends it: nothing drafted
+    # A last step whose drafts run past the text's end is checked against the target's own next tokens,
+    # as both engines verify drafts beyond the stop and count them.
+    text = [1, 1, 1, 1, 1, 1]
+    after = greedy_generate(target, torch.tensor([prompt + text]), 2, eos_token_id=[]).sequences[0, -2:].tolist()
+    past_end = 1 + (after[0] == 1) + (after[0] == 1 and after[1] == 1)
+    assert along_text_steps(target, RepeatHead(), prompt, text, K) == [3, past_end]
+    stats = along_text_acceptance(target, RepeatHead(), [prompt, prompt], [[1, 1, 1, 1, 2, 3, 3, 4], [1, 1, 1, 1, 1]], K)
+    assert (stats["drafts"], stats["draft_tokens"], stats["accepted"], stats["accepted_per_pos"]) == (4, 12, 7, [3, 2, 2])
+    assert stats["mean_acceptance_length"] == pytest.approx(1 + 7 / 4)  # bonus counted, per draft step
+
+
+def learnt(head, target, sequences: list[torch.Tensor], steps: int = 150):
+    """`head` trained on the target's own continuations, so that it accepts much and misses some."""
+    layers = tuple(getattr(head, "feature_layers", ()) or ())
+    batches = []
+    for seq in sequences:
+        ids = seq[None]
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": torch.ones_like(ids)}
+        batches.append((batch, target(ids, feature_layers=layers)))
+    opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    cfg = TrainConfig(ttt_steps=K)
+    head.train()
+    for step in range(steps):
+        batch, out = batches[step % len(batches)]
+        loss, _ = head.training_loss(out, batch, target, cfg)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return head.eval().requires_grad_(False)
+
+
+HEADS = {  # the draft shapes vLLM serves: P-EAGLE's k slots, EAGLE-3's chain of k, Medusa's chain of k
+    "p-eagle": lambda target: hs.heads.build("eagle3", target, parallel_drafting=True, parallel_tokens=K),
+    "eagle3": lambda target: hs.heads.build("eagle3", target),
+    "medusa": lambda target: hs.heads.build("medusa", target, num_heads=K),
+}
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_along_own_text_equals_loop_in_float32(kind, one_thread):
+    """Along the loop's own greedy float32 text, the prediction along a text is the loop's: the same
+    drafts accepted at every step of every prompt, hence the same acceptance figures."""
+    target = tiny_target("llama")
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 128, (6,), generator=g).tolist() for _ in range(4)]
+    continuations = [greedy_generate(target, torch.tensor([p]), NEW, eos_token_id=[]).sequences[0] for p in prompts]
+    head = learnt(HEADS[kind](target), target, continuations[:2])  # taught half the prompts: partial acceptance
+    ours = headstart_side(target, head, prompts, K, NEW, eos=[])
+    texts = ours["plain"]["outputs"]
+    assert ours["head"]["outputs"] == texts  # lossless: the loop's text is the target's greedy text
+    loop = ours["acceptance"]
+    assert 0 < loop["accepted"] < loop["draft_tokens"], loop  # accepts some drafts, not all
+    along = along_text_acceptance(target, head, prompts, texts, K)
+    assert along == loop
+
+
+def test_report_gives_both_predictions(one_thread):
+    """compare() and the Markdown carry vLLM's figure, the loop's prediction on its own text and the
+    prediction along vLLM's text, each named; here 'vLLM' is the loop's own run, recorded as vLLM records it."""
+    target = tiny_target("llama")
+    head = hs.heads.build("medusa", target, num_heads=K)
+    prompts = [[5, 6, 7, 8], [9, 10, 11]]
+    ours = headstart_side(target, head, prompts, K, 8, eos=[])
+    a = ours["acceptance"]
+    engine = {"ok": True, "seconds": 1.0, "tokens": 16, "outputs": ours["plain"]["outputs"],
+              "metrics": {"drafts": a["drafts"], "draft_tokens": a["draft_tokens"], "accepted": a["accepted"],
+                          "accepted_per_pos": a["accepted_per_pos"]}}
+    result = {"engines": [{**engine, "name": "plain"}, {**engine, "name": "head"}]}
+    ours["along_vllm_text"] = along_text_acceptance(target, head, prompts, engine["outputs"], K)
+    report = compare(result, ours, K, ngram_engine=None)
+    acc = report["acceptance"]
+    assert acc["headstart_along_vllm_text"] == acc["headstart"] == acc["vllm"]
+    assert acc["relative_difference_along_vllm_text"]["mean_acceptance_length"] == 0.0
+    report.update(head={"path": "h", "kind": "medusa", "layout": "vllm-medusa", "method": "medusa"},
+                  target={"name": "tiny", "dtype": "float32"}, prompts={"count": 2, "max_new_tokens": 8}, machine={"vllm": "0.32.0"})
+    md = format_serving(report)
+    assert ("| vLLM (served) | headstart predicted, on its own text | headstart predicted, along vLLM's text | relative difference, "
+            "own text | relative difference, vLLM's text |") in md
+    tau = f"{a['mean_acceptance_length']:.3f}"
+    assert f"| mean acceptance length (1 + accepted / drafts; = τ, bonus counted) | {tau} | {tau} | {tau} | +0.0% | +0.0% |" in md

@@ -1,0 +1,91 @@
+"""oneDNN-packed Linear weights (headstart/packed.py): the same model, decoding still lossless, training untouched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoTokenizer
+
+import headstart as hs
+from headstart.cli import _target
+from headstart.config import load_recipe
+from headstart.decode.plain import greedy_generate
+from headstart.embedded import embedded_model_path
+from headstart.packed import PackedLinear, can_pack, unpack_linears
+from tests.helpers import VOCAB, assert_close, perturbed_heads, tiny_target
+
+pytestmark = pytest.mark.skipif(not can_pack(nn.Linear(2, 2)), reason="PyTorch built without oneDNN")
+
+
+def logits_of(target, ids):
+    return target.logits(target(ids).hidden)  # (B, T, V)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_forwards_equal_the_stock_ones(arch, dtype):
+    if dtype == torch.bfloat16 and not can_pack(nn.Linear(2, 2).to(dtype)):
+        pytest.skip("oneDNN has no bf16 kernels for this CPU")
+    target = tiny_target(arch)
+    target.model.to(dtype)
+    ids = torch.randint(0, VOCAB, (2, 13), generator=torch.Generator().manual_seed(0))
+    before, state = logits_of(target, ids), {k: v.clone() for k, v in target.model.state_dict().items()}
+    n = target.pack_linears()
+    assert n == sum(1 for m in target.model.modules() if isinstance(m, nn.Linear)) and n > 0
+    assert all(type(m) is PackedLinear for m in target.model.modules() if isinstance(m, nn.Linear))
+    after = logits_of(target, ids)
+    # another kernel sums in another order: equal up to rounding at the logits' scale (through D-long sums)
+    assert_close(after, before, f"{arch} {dtype} packed logits", ulps=8 if dtype == torch.bfloat16 else 200)
+    assert after.argmax(-1).eq(before.argmax(-1)).float().mean() > 0.9
+    now = target.model.state_dict()  # the stored weights and the state dict are untouched
+    assert now.keys() == state.keys() and all(torch.equal(now[k], state[k]) for k in state)
+    assert unpack_linears(target.model) == n
+    assert not any(type(m) is PackedLinear for m in target.model.modules())
+
+
+def test_speculative_decoding_on_a_packed_target_is_lossless(arch):
+    target = tiny_target(arch)
+    target.pack_linears()
+    prompts = torch.randint(0, VOCAB, (2, 11), generator=torch.Generator().manual_seed(3))
+    ref = greedy_generate(target, prompts, max_new_tokens=30, eos_token_id=[])
+    for tree in ("chain3", "tree8"):
+        out = hs.SpeculativeGenerator(target, perturbed_heads(target), tree=tree).generate(prompts, 30, eos_token_id=[])
+        assert torch.equal(out.sequences, ref.sequences), (arch, tree)
+
+
+def test_forwards_with_gradients_use_the_stored_weight():
+    """Medusa-2 trains through the target: with gradients on, a packed Linear is the stock one, exactly."""
+    target = tiny_target("llama")
+    ids = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(1))
+    target.model.requires_grad_(True)
+    stock = target.forward_with_grad(ids).hidden
+    target.pack_linears()
+    packed = target.forward_with_grad(ids).hidden
+    assert torch.equal(packed, stock)
+    packed.sum().backward()
+    grads = [m.weight.grad for m in target.base.modules() if type(m) is PackedLinear]  # the lm_head is not in `hidden`
+    assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_a_weight_changed_after_packing_is_packed_again():
+    """An adapter merged into a weight (an in-place change) is what the next no-grad forward reads."""
+    target, reference = tiny_target("qwen2"), tiny_target("qwen2")
+    target.pack_linears()
+    ids = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(2))
+    logits_of(target, ids)  # packed once, used
+    with torch.no_grad():
+        for model in (target.model, reference.model):
+            model.model.layers[0].mlp.down_proj.weight.mul_(3.0)
+            model.lm_head.weight.add_(0.5)
+    assert_close(logits_of(target, ids), logits_of(reference, ids), "packed after an in-place change", ulps=200)
+
+
+def test_the_cli_target_is_packed_on_cpu_unless_the_recipe_says_no(tmp_path):
+    tiny_target("llama").model.save_pretrained(tmp_path / "m")
+
+
+    AutoTokenizer.from_pretrained(embedded_model_path()).save_pretrained(tmp_path / "m")
+    for flag, packed in (("true", True), ("false", False)):
+        recipe = load_recipe(None, [f"target.name_or_path={tmp_path / 'm'}", "target.dtype=float32", f"target.pack_linears={flag}"])
+        target = _target(recipe)
+        assert any(type(m) is PackedLinear for m in target.model.modules()) is packed
