@@ -77,31 +77,31 @@ class _Row:
 
 
 class SpeculativeGenerator:
-    """Tree speculative decoding of `target` with `heads` (any DraftHead).
+    """Tree speculative decoding of `target` with `head` (any DraftHead).
 
     Static heads: tree is a shipped name ('tree16', 'chain3', ...), a list of paths, a StaticTreeSpec,
     a JSON file, or 'auto' (the head's own `default_tree`, else built from its measured `held_out`
-    accuracy). Dynamic heads (`heads.dynamic`): depth, top_k and total_tokens bound the tree they grow
+    accuracy). Dynamic heads (`head.dynamic`): depth, top_k and total_tokens bound the tree they grow
     (defaults: the head's `default_tree`, else DynamicTreeSpec's).
     """
 
     def __init__(
         self,
         target,
-        heads: DraftHead,
+        head: DraftHead,
         tree="auto",
         tree_size: int = 16,
         depth: int | None = None,
         top_k: int | None = None,
         total_tokens: int | None = None,
     ):
-        if not isinstance(heads, DraftHead):
-            raise TypeError(f"{type(heads).__name__} does not implement the DraftHead protocol (kind, propose)")
-        self.target, self.heads = target, heads
-        own_tree = getattr(heads, "default_tree", None)  # a TreeSpec of the head's kind, or None
-        self.dynamic = bool(getattr(heads, "dynamic", False))
-        self.feature_layers = tuple(getattr(heads, "feature_layers", ()) or ())
-        self.needs_features = self.dynamic or bool(getattr(heads, "needs_features", False))
+        if not isinstance(head, DraftHead):
+            raise TypeError(f"{type(head).__name__} does not implement the DraftHead protocol (kind, propose)")
+        self.target, self.head = target, head
+        own_tree = getattr(head, "default_tree", None)  # a TreeSpec of the head's kind, or None
+        self.dynamic = bool(getattr(head, "dynamic", False))
+        self.feature_layers = tuple(getattr(head, "feature_layers", ()) or ())
+        self.needs_features = self.dynamic or bool(getattr(head, "needs_features", False))
         self.tree: Tree | None = None
         self.tree_spec: DynamicTreeSpec | None = None
         if self.dynamic:
@@ -110,10 +110,10 @@ class SpeculativeGenerator:
                 depth=depth or base.depth, top_k=top_k or base.top_k, total_tokens=total_tokens or base.total_tokens
             )
         else:
-            max_depth = (getattr(heads, "options", None) or {}).get("num_heads")
+            max_depth = (getattr(head, "options", None) or {}).get("num_heads")
             if tree == "auto" and own_tree is not None:
                 tree = own_tree
-            held_out = getattr(heads, "held_out", None)
+            held_out = getattr(head, "held_out", None)
             accuracy = held_out.topk if held_out is not None else None
             self.tree = load_tree(tree, accuracy=accuracy, size=tree_size, max_depth=max_depth)
             if max_depth is not None and self.tree.max_depth > max_depth:
@@ -135,7 +135,7 @@ class SpeculativeGenerator:
                 "depth": t.max_depth,
                 "top_k": max(t.topk_per_depth()),
             }
-        lookup = getattr(self.heads, "lookup_settings", None)
+        lookup = getattr(self.head, "lookup_settings", None)
         return {**settings, "lookup": lookup()} if lookup else settings
 
     def _tensors(self, tree: Tree) -> TreeTensors:
@@ -205,11 +205,11 @@ class SpeculativeGenerator:
         drafts row by row through a shallow copy per row, so that what it keeps in its attributes
         between calls stays with one sequence.
         """
-        if hasattr(self.heads, "drafter"):
-            return [self.heads.drafter() for _ in range(n)]
+        if hasattr(self.head, "drafter"):
+            return [self.head.drafter() for _ in range(n)]
         if not self.needs_features:
             return [None] * n
-        return [self.heads] if n == 1 else [copy.copy(self.heads) for _ in range(n)]
+        return [self.head] if n == 1 else [copy.copy(self.head) for _ in range(n)]
 
     def _features(self, out) -> torch.Tensor:
         """(B, n, F) what the head reads: the tapped layers concatenated, or the last hidden state."""
@@ -309,7 +309,7 @@ class SpeculativeGenerator:
         """
         spec = self.tree_spec if self.dynamic else self.tree
         if rows[0].drafter is None:  # one call drafts for the whole batch
-            proposal = self.heads.propose(DraftState(hidden=hidden, root=root), spec)
+            proposal = self.head.propose(DraftState(hidden=hidden, root=root), spec)
             t = self._tensors(proposal.tree)
             tokens = torch.cat([root[:, None], proposal.tokens.to(root.device)], dim=1)
             return tokens, [t] * len(rows), proposal.draft_probs
