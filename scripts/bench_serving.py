@@ -25,16 +25,14 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import load_recipe
+from headstart.eval.prediction import acceptance_from_counts, along_text_steps, headstart_acceptance
 from headstart.eval.prompts import load_eval_prompts
 from headstart.eval.serving import (
     SERVED,
     _model_folder,
-    acceptance_from_counts,
-    along_text_steps,
     engine_record,
     eos_ids,
     head_speculative_config,
-    headstart_acceptance,
     headstart_side,
     run_vllm,
     vllm_job,

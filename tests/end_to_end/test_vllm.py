@@ -24,10 +24,10 @@ import headstart as hs
 from headstart.chat import encode_chat
 from headstart.config import TrainConfig
 from headstart.decode.plain import greedy_generate
+from headstart.eval.prediction import along_text_acceptance
 from headstart.eval.serving import (
     ServingError,
     agreement,
-    along_text_acceptance,
     compare,
     head_speculative_config,
     headstart_side,

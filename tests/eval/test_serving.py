@@ -13,7 +13,8 @@ import headstart as hs
 from headstart.config import TrainConfig
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.plain import greedy_generate
-from headstart.eval.serving import along_text_acceptance, along_text_steps, compare, format_serving, headstart_side
+from headstart.eval.prediction import along_text_acceptance, along_text_steps
+from headstart.eval.serving import compare, format_serving, headstart_side
 from tests.helpers import tiny_target
 
 K = 3

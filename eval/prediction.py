@@ -1,0 +1,104 @@
+"""headstart's prediction of what vLLM will accept, in vLLM's counts: on headstart's own text (its decoding
+loop drafting the served draft shape) and along the text vLLM served (teacher-forced), so that a bf16
+difference between the two engines' texts is not read as a difference between their drafters.
+
+A step is one draft of k tokens; accepted drafts per step; position d counts the steps that accepted at
+least d drafts; the mean acceptance length counts the bonus token (vLLM's convention, eval/serving.py's
+CONVENTIONS).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from headstart.eval.acceptance import acceptance_stats
+from headstart.target import TargetOutput
+
+
+def chain_generator(target, head, k: int):
+    """headstart's decoder drafting a chain of k tokens per step with `head` (vLLM's draft shape)."""
+    from headstart.decode.generate import SpeculativeGenerator
+
+    if getattr(head, "dynamic", False):
+        return SpeculativeGenerator(target, head, depth=k, top_k=1, total_tokens=k)
+    return SpeculativeGenerator(target, head, tree=[(0,) * d for d in range(1, k + 1)])
+
+
+def acceptance_from_counts(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int]) -> dict:
+    """Every acceptance figure of the module doc from the counts vLLM's metrics give."""
+    return {
+        "drafts": drafts,
+        "draft_tokens": draft_tokens,
+        "accepted": accepted,
+        "accepted_per_pos": list(per_pos),
+        "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
+        "accepted_per_draft": accepted / drafts if drafts else None,
+        "draft_token_acceptance": accepted / draft_tokens if draft_tokens else None,
+        "acceptance_per_position": [a / drafts for a in per_pos] if drafts else None,
+    }
+
+
+def headstart_acceptance(accepted_per_step: list[int], k: int) -> dict:
+    """headstart's steps in vLLM's counts: a step is a draft of k tokens; position d counts the
+    steps that accepted at least d drafts."""
+    stats = acceptance_stats(accepted_per_step, k)
+    steps = stats["steps"]
+    per_pos = [round(r * steps) for r in stats["acceptance_per_depth"]]
+    return acceptance_from_counts(steps, steps * k, stats["accepted_drafts"], per_pos)
+
+
+@torch.no_grad()
+def teacher_forced(target, prompt: list[int], text: list[int], layers: tuple[int, ...], extra: int) -> tuple[TargetOutput, list[int]]:
+    """One target forward over prompt + text (the tapped `layers` kept), and the text followed by the
+    target's own `extra` greedy tokens after it: what a last step's drafts past the text's end are
+    checked against, as both engines verify drafts past the stop and count them."""
+    cache = target.new_cache()
+    out = target(torch.tensor([prompt + text], device=target.device), cache=cache, feature_layers=layers)
+    extended, last = list(text), out.hidden[:, -1]  # (1, D)
+    for _ in range(extra):  # greedy, EOS not special
+        nxt = target.logits(last).argmax(-1)  # (1,)
+        extended.append(int(nxt))
+        last = target(nxt[:, None], cache=cache).hidden[:, -1]
+    return out, extended
+
+
+@torch.no_grad()
+def along_text_steps(target, head, prompt: list[int], text: list[int], k: int) -> list[int]:
+    """Drafts accepted per verification step when headstart's drafter drafts along a given text.
+
+    The text (the new tokens after `prompt`, e.g. vLLM's output) stands in for the target's greedy
+    choices: each step the drafter proposes `chain_generator`'s draft shape (P-EAGLE's k slots, or a
+    chain of k) from the last accepted position, reading the target's features of the text
+    (teacher-forced), and the longest prefix of drafts that the text continues with is accepted; the
+    text's next token is the bonus and the next root. Steps run until the text is covered, as the
+    decoding loop's do. Along the target's own greedy text in float32 this is the loop's own
+    `accepted_per_step` (tested); the features come from one forward over the text rather than the
+    loop's verification forwards, which round differently in bf16.
+    """
+    from headstart.decode.contract import DraftState
+    from headstart.decode.verify import greedy_accept
+
+    gen = chain_generator(target, head, k)
+    spec = gen.tree_spec if gen.dynamic else gen.tree
+    drafter = gen._drafters(1)[0] or head  # a per-sequence drafter, else the head drafts for a batch (Medusa)
+    out, ext = teacher_forced(target, prompt, text, gen.feature_layers if gen.needs_features else (), k)
+    feats = gen._features(out) if gen.needs_features else None  # (1, P + L, F)
+    ids = torch.tensor([prompt + ext], device=target.device)  # (1, P + L + k)
+    p, root, start, steps = len(prompt), 0, 0, []  # root: index in the text of the token drafted after
+    while root + 1 < len(text):  # the loop stops once its new tokens cover the text (EOS or the budget)
+        at = p + root  # the root's absolute position; positions start..at-1 were committed since the last step
+        state = DraftState(out.hidden[:, at - 1], ids[:, at], None if feats is None else feats[:, start:at], ids[:, start:at], start)
+        proposal = drafter.propose(state, spec)
+        tree = proposal.tree
+        tokens = torch.cat([ids[0, at : at + 1], proposal.tokens[0].to(ids.device)])  # (N + 1,) root first
+        predicted = ids[0, at + 1 + tree.depth.to(ids.device)]  # (N + 1,) the text's token after each input
+        accepted, _ = greedy_accept(tokens, predicted, tree.retrieve.to(ids.device))
+        steps.append(accepted)
+        start, root = at, root + accepted + 1
+    return steps
+
+
+def along_text_acceptance(target, head, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
+    """headstart's prediction along given texts (vLLM's outputs), in vLLM's counts (`headstart_acceptance`)."""
+    steps = [a for prompt, text in zip(prompts, texts, strict=True) for a in along_text_steps(target, head, prompt, text, k)]
+    return headstart_acceptance(steps, k)
