@@ -15,7 +15,8 @@ import torch
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
-from headstart.decode.lookup import HybridHead, LookupHead, verified_bounds
+from headstart.decode.hybrid import HybridHead, verified_bounds, with_lookup
+from headstart.decode.lookup import LookupHead
 from headstart.decode.sampling import Sampling
 from headstart.decode.tune import tree_options
 from headstart.eval.speed import Decoded, EvalError, eos_ids, load_assistant, run_hf, run_plain, run_speculative
@@ -85,12 +86,14 @@ def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalCo
     """A generator per head with its own tree (`tune.tree_options`: the decode fields in `given`,
     set on the command line, > the head's saved or tuned tree > the decode section), HF assisted
     generation's draft model when cfg.assistant names one, and the EOS set. With
-    decode.prompt_lookup > 0, each head also runs as a hybrid ('<label>+lookup') and prompt lookup
-    alone ('lookup', a chain of decode.prompt_lookup tokens) runs in headstart's loop."""
+    decode.prompt_lookup > 0, each head also runs as a hybrid ('<label>+lookup', with corpus chains
+    when the head carries a corpus table and decode.corpus_draft > 0), and prompt lookup alone
+    ('lookup', a chain of decode.prompt_lookup tokens) and, with a corpus table, lookup and corpus
+    chains without a head ('corpus+lookup') run in headstart's loop."""
     named = _with_lookup(named, decode)
     gens, sources = {}, {}
     for label, h in named.items():
-        if isinstance(h, LookupHead):  # its chain is decode.prompt_lookup tokens long
+        if isinstance(h, LookupHead) or (isinstance(h, HybridHead) and h.head is None):  # no head: no tree to choose
             gens[label], sources[label] = SpeculativeGenerator(target, h), "command" if "prompt_lookup" in given else "recipe"
         else:
             options, sources[label] = tree_options(h, decode, given)
@@ -105,7 +108,9 @@ def _with_lookup(named: dict, decode: DecodeConfig) -> dict:
         return named
     if "lookup" in named or any(label.endswith("+lookup") for label in named):
         raise EvalError("with decode.prompt_lookup > 0, 'lookup' and '<label>+lookup' name the lookup methods; relabel the head")
-    length, ngram = decode.prompt_lookup, decode.lookup_ngram
-    hybrids = {f"{label}+lookup": HybridHead(h, length, ngram) for label, h in named.items()}
-    return {**named, **hybrids, "lookup": LookupHead(length, ngram)}
+    length, ngram, copy, chain = decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft
+    hybrids = {f"{label}+lookup": with_lookup(h, length, ngram, copy, chain) for label, h in named.items()}
+    corpus = next((h.corpus for h in named.values() if getattr(h, "corpus", None) is not None), None)
+    free = {"corpus+lookup": HybridHead(None, length, ngram, copy, corpus, chain)} if corpus is not None and chain else {}
+    return {**named, **hybrids, "lookup": LookupHead(length, ngram), **free}
 

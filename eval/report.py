@@ -37,7 +37,12 @@ def _tree_text(tree: dict | None) -> str:
     source = f", from the {tree['source']}" if tree.get("source") else ""
     text = f"{tree['size']} nodes, depth {tree['depth']}, top-{tree['top_k']} ({tree['kind']}{source})"
     if lookup:
+        text = "no head" if lookup.get("head") is False else text
         text += f" + lookup branch ≤ {lookup['max_tokens']} tokens, n-gram ≤ {lookup['max_ngram']}"
+        if lookup.get("copy_tokens", lookup["max_tokens"]) > lookup["max_tokens"]:
+            text += f" (alone, ≤ {lookup['copy_tokens']} tokens, while the text copies its context)"
+        if lookup.get("corpus_tokens"):
+            text += f" + corpus chain ≤ {lookup['corpus_tokens']} tokens ({lookup['corpus_order']}-gram table of the training answers)"
     return text
 
 

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
-from headstart.decode.lookup import verified_bounds
+from headstart.decode.hybrid import verified_bounds
 from headstart.decode.sampling import Sampling
 from headstart.decode.verify import acceptance_length
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats

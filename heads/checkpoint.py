@@ -17,6 +17,7 @@ from pathlib import Path
 
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterError, load_adapter, save_adapter
 from headstart.files import is_head_config, sha256_file, write_json, write_safetensors
+from headstart.heads.corpus import CorpusNgram
 from headstart.heads.options import HeadOptionsError, check_head_config
 from headstart.heads.reading import CheckpointError, read_json, read_safetensors
 from headstart.heads.results import architecture_options, restore_fields, saved_fields
@@ -302,6 +303,7 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
     head.load_state_dict(state, strict=True)
     head.target_info = config["target"]
     restore_fields(head, config["head"], str(folder / CONFIG_NAME))
+    head.corpus = CorpusNgram.load(folder)  # the training answers' n-gram table, when training saved one
     if config.get("adapter"):  # Medusa-2: the target verifies as the adapted model from here on
         verify_checksum(folder, config, ADAPTER_WEIGHTS)
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from headstart.errors import HeadstartError
 from headstart.heads.checkpoint import CHECKSUMS, CONFIG_NAME, WEIGHTS_NAME, hub_offline, verify_checksum
+from headstart.heads.corpus import FILE_NAME as CORPUS_FILE
 from headstart.heads.reading import read_json
 
 CARD_NAME = "README.md"
@@ -27,6 +28,7 @@ CARD_NAME = "README.md"
 HEAD_FILES = (
     CONFIG_NAME, WEIGHTS_NAME, "medusa_lm_head.safetensors",
     ADAPTER_CONFIG, ADAPTER_WEIGHTS,  # Medusa-2: the LoRA adapter trained with the heads
+    CORPUS_FILE,  # the training answers' n-gram table, for hybrid trees' corpus chains
 )
 
 

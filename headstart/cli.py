@@ -131,7 +131,7 @@ def cmd_generate(args) -> int:
 
     from headstart.chat import encode_chat
     from headstart.decode.generate import SpeculativeGenerator
-    from headstart.decode.lookup import with_lookup
+    from headstart.decode.hybrid import with_lookup
     from headstart.decode.steps import format_steps
     from headstart.decode.tune import tree_options
     from headstart.heads.checkpoint import load_heads
@@ -140,7 +140,8 @@ def cmd_generate(args) -> int:
     given = _tree_given(args, recipe)
     target = _target(recipe)
     head = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
-    head = with_lookup(head, recipe.decode.prompt_lookup, recipe.decode.lookup_ngram)  # hybrid trees when asked
+    decode = recipe.decode
+    head = with_lookup(head, decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft)  # hybrid trees
     options, source = tree_options(head, recipe.decode, given)
     gen = SpeculativeGenerator(target, head, **options)
     tok = target.tokenizer
@@ -163,6 +164,7 @@ def cmd_generate(args) -> int:
     settings = gen.tree_settings()
     lookup = settings.get("lookup")
     branch = f", + a prompt-lookup branch of up to {lookup['max_tokens']} tokens" if lookup else ""
+    branch += f" and a corpus chain of up to {lookup['corpus_tokens']}" if lookup and lookup.get("corpus_tokens") else ""
     print(
         f"\n[acceptance length {out.acceptance_length:.2f} ({settings['kind']} tree: {settings['size']} nodes, depth "
         f"{settings['depth']}, top-k {settings['top_k']}{branch}; from the {source}), {len(out.accepted_per_step)} target forwards, "

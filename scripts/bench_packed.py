@@ -20,7 +20,7 @@ import torch
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig
 from headstart.decode.generate import SpeculativeGenerator
-from headstart.decode.lookup import HybridHead
+from headstart.decode.hybrid import HybridHead
 from headstart.decode.plain import plain_generate
 from headstart.decode.tune import tree_options
 from headstart.eval.prompts import load_eval_prompts

@@ -156,6 +156,18 @@ class OracleHead:
         return Proposal(torch.tensor([tokens]), tree)
 
 
+def random_prompts(batch: int = 2, length: int = 11, seed: int = 3) -> torch.Tensor:
+    """(batch, length) random token ids of the tiny targets' vocabulary."""
+    return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def perturbed_of(kind: str, target):
+    """A perturbed (non-trivial) Medusa head, or EAGLE-3 head with a draft vocabulary of every other id."""
+    if kind == "medusa":
+        return perturbed_heads(target)
+    return perturbed(hs.heads.build("eagle3", target, draft_vocab=torch.arange(0, VOCAB, 2)))
+
+
 def adapted_head(folder):
     """A Medusa-2 head folder: heads + a LoRA adapter (random, as if trained) on a tiny target."""
     # imported here, so that importing these helpers loads no training code (test_layering checks a process that

@@ -23,11 +23,11 @@ from headstart.heads.checkpoint import CONFIG_NAME, WEIGHTS_NAME, CheckpointErro
 
 TRAINER_STATE = "trainer_state.json"  # the HF Trainer's state: the last file of a checkpoint written
 # train.* fields that leave the trained head unchanged: where it goes, how it is tracked, how many
-# checkpoints are kept, how batches are loaded, and the wall-clock budget (a resumed budgeted run
-# keeps the step count planned when it started).
+# checkpoints are kept, how batches are loaded, the wall-clock budget (a resumed budgeted run
+# keeps the step count planned when it started) and the corpus table saved beside the final head.
 NOT_TRAINING_FIELDS = frozenset({
     "output_dir", "report_to", "resume_from_checkpoint", "overwrite_output_dir", "save_total_limit",
-    "dataloader_workers", "max_minutes",
+    "dataloader_workers", "max_minutes", "corpus_ngram", "corpus_ngram_tokens",
 })
 RUN_OUTPUTS = ("best", "final", "train_summary.json")  # what a run writes besides its checkpoint-N folders
 

@@ -27,6 +27,7 @@ from headstart import heads
 from headstart.adapter import add_adapter
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.heads.checkpoint import load_heads
+from headstart.heads.corpus import CorpusNgram
 from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy
 from headstart.heads.vocab import frequent_tokens
 from headstart.target import Target, is_partitioned, resolve_dtype
@@ -97,7 +98,7 @@ def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> dict
     heldout = _measure(head, target, data.heldout, recipe.train)
     _log_heldout(trainer, heldout)
     summary = _summary(outcome, data, heldout, trainer.best)
-    final = _save(trainer, head, recipe, summary)
+    final = _save(trainer, head, recipe, summary, data.train)
     return {**summary, "final": str(final)}
 
 
@@ -235,12 +236,14 @@ def _summary(outcome: Outcome, data: TrainingData, accuracy: dict, best: dict | 
     }
 
 
-def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict) -> Path:
+def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict, train_examples: list[Example]) -> Path:
     """Write the final head to output_dir/final (its config.json holds the summary and the recipe)
     and train_summary.json beside it; returns the final head's folder."""
     out = Path(recipe.train.output_dir)
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
         head.save_pretrained(out / "final", trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
+        if recipe.train.corpus_ngram:  # the answers' n-gram table, for decoding's corpus chains (decode/corpus.py)
+            CorpusNgram.of_examples(train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens).save(out / "final")
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return out / "final"
 

@@ -1,4 +1,4 @@
-"""Prompt lookup drafts (n-gram matches in the context), alone or as a branch beside a head's tree.
+"""Prompt lookup drafts (n-gram matches in the context): the proposer, and prompt lookup as a head.
 
 Prompt lookup (Saxena, 2023; HF's `prompt_lookup_num_tokens`) needs no training: when the last
 tokens of the context (prompt + generated tokens) occurred earlier, the tokens that followed them
@@ -13,30 +13,19 @@ rewrites, code edits) and draws blanks elsewhere; a trained head is the other wa
 - `LookupHead` (kind "lookup"): prompt lookup as a DraftHead in headstart's own loop, a chain of
   the continuation (nothing to verify but the root when nothing matches), so that it is compared
   with the heads like for like.
-- `HybridHead`: any head (a Medusa static tree, an EAGLE/EAGLE-3 dynamic tree, a draft model) with
-  the lookup continuation merged into its tree as a trie from the root: where the head already has
-  a node with the next token, the branch follows it; elsewhere it adds nodes. One target forward
-  verifies both sources, and decoding stays lossless as with any tree (lookup nodes are
-  deterministic drafts: q is one-hot on their token where the head gives sampled drafts' q).
-
-Budget, per row, from what the row measures: lookup nodes are added only when a match exists.
-The branch length starts at L, grows by 2 (up to L) after a step that accepted the whole branch
-and shrinks by 1 (down to 1) after one that did not (HF's rule for assistant tokens): long in
-copying passages, one node elsewhere. The head's tree is kept whole, except while the text copies
-its context (the last branch was L long and accepted whole): then the head sits the step out and
-the branch is verified alone, as prompt lookup alone would, without the head's drafting and width.
+- `Branch`: one row's lookup branch for hybrid trees (decode/hybrid.py), its length adapted from
+  what the row accepts; `merge_branch` merges a token path into a tree as a trie.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
 
-from headstart.decode.contract import DraftState, Proposal, TreeSpec
+from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.dynamic import DynamicTreeSpec, tree_from_parents
-from headstart.decode.tree import HeldOutAccuracy, Tree
+from headstart.decode.tree import Tree
 from headstart.errors import HeadstartError
 
 
@@ -44,7 +33,7 @@ class PromptLookupError(HeadstartError):
     """Prompt-lookup settings out of range."""
 
 
-def _check(max_tokens: int, max_ngram: int) -> None:
+def check_lookup_settings(max_tokens: int, max_ngram: int) -> None:
     for name, value in (("max_tokens", max_tokens), ("max_ngram", max_ngram)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise PromptLookupError(
@@ -97,7 +86,7 @@ def ngram_continuation(sequence: list[int], max_ngram: int = 2, max_tokens: int 
     """The prompt-lookup draft after `sequence` (prompt + generated tokens, the newest last): what
     followed the latest earlier occurrence of its last n tokens (n = max_ngram down to 1), up to
     max_tokens tokens; [] when there is none."""
-    _check(max_tokens, max_ngram)
+    check_lookup_settings(max_tokens, max_ngram)
     if not sequence:
         return []
     return NgramIndex(max_ngram, list(sequence[:-1])).continuation(sequence[-1], max_tokens)
@@ -156,14 +145,17 @@ class LookupStats:
     added: int = 0  # nodes the branches added beyond the head's own
     accepted: int = 0  # accepted drafts on those added nodes (tokens the head's tree did not hold)
     alone: int = 0  # hybrid: steps the head sat out while the text copied its context
+    corpus_added: int = 0  # nodes the corpus n-gram chains added beyond the head's and the branch's
+    corpus_accepted: int = 0  # accepted drafts along the corpus chains (whoever else drafted them)
 
 
-class _Branch:
+class Branch:
     """One row's lookup state: its context index, its branch length and the last branch, to credit."""
 
-    def __init__(self, max_tokens: int, max_ngram: int, stats: LookupStats, adapt: bool):
+    def __init__(self, max_tokens: int, max_ngram: int, stats: LookupStats, adapt: bool, copy_tokens: int = 0):
         self.index = NgramIndex(max_ngram)
         self.max_tokens, self.length, self.adapt, self.stats = max_tokens, max_tokens, adapt, stats
+        self.copy_tokens = max(copy_tokens, max_tokens)  # the longest branch while the text copies its context
         self.last: list[int] = []  # the previous step's branch
         self.shared = 0  # how many of its leading tokens were head nodes
         self.copying = False  # the previous branch was max_tokens long and accepted whole
@@ -175,10 +167,12 @@ class _Branch:
         if self.last:
             run = next((i for i, (a, b) in enumerate(zip(self.last, accepted)) if a != b), min(len(self.last), len(accepted)))
             self.stats.accepted += max(0, run - self.shared)
-            copying = run == len(self.last) == self.max_tokens
-            if self.adapt:
-                grow = run == len(self.last)
-                self.length = min(self.max_tokens, self.length + 2) if grow else max(1, self.length - 1)
+            whole = run == len(self.last)
+            copying = whole and len(self.last) >= self.max_tokens
+            if self.adapt and copying:  # doubles while the text copies, up to copy_tokens
+                self.length = min(self.copy_tokens, 2 * self.length)
+            elif self.adapt:
+                self.length = min(self.max_tokens, self.length + 2) if whole else max(1, min(self.length, self.max_tokens) - 1)
         self.index.sync(state)
         branch = self.index.continuation(int(state.root[0]), min(self.length, limit))
         self.stats.proposals += 1
@@ -187,7 +181,7 @@ class _Branch:
         return branch
 
 
-def _chain(branch: list[int], device) -> Proposal:
+def chain_proposal(branch: list[int], device) -> Proposal:
     """The branch alone as a chain (no nodes when it is empty: the step verifies the root alone)."""
     return Proposal(torch.tensor([branch], dtype=torch.long, device=device), chain_tree(len(branch)))  # (1, n)
 
@@ -196,12 +190,12 @@ class LookupDrafter:
     """Prompt lookup for one sequence: a chain of the continuation of the latest n-gram match."""
 
     def __init__(self, head: LookupHead):
-        self.branch = _Branch(head.max_tokens, head.max_ngram, head.stats, adapt=False)
+        self.branch = Branch(head.max_tokens, head.max_ngram, head.stats, adapt=False)
 
     def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
         chain = self.branch.next(state, min(spec.depth, spec.total_tokens))
         self.branch.stats.added += len(chain)
-        return _chain(chain, state.root.device)
+        return chain_proposal(chain, state.root.device)
 
 
 class LookupHead:
@@ -215,7 +209,7 @@ class LookupHead:
     feature_layers = ()
 
     def __init__(self, max_tokens: int = 10, max_ngram: int = 2):
-        _check(max_tokens, max_ngram)
+        check_lookup_settings(max_tokens, max_ngram)
         self.max_tokens, self.max_ngram = max_tokens, max_ngram
         self.default_tree = DynamicTreeSpec(depth=max_tokens, top_k=1, total_tokens=max_tokens)
         self.stats = LookupStats()
@@ -232,122 +226,3 @@ class LookupHead:
         if state.start == 0 or self._own is None:
             self._own = self.drafter()
         return self._own.propose(state, spec)
-
-
-def _joined(pending: DraftState | None, state: DraftState) -> DraftState:
-    """`state` extended back over the positions committed since `pending` (features, tokens, start)."""
-    if pending is None:
-        return state
-    return DraftState(
-        state.hidden, state.root, torch.cat([pending.features, state.features], dim=1),
-        torch.cat([pending.committed, state.committed], dim=1), pending.start,
-    )
-
-
-def merge_into(proposal: Proposal, branch: list[int]) -> tuple[Proposal, Merged]:
-    """A one-row proposal with `branch` merged into its tree (`merge_branch`); the proposal itself
-    when the tree already holds the whole branch. Where the head gives draft distributions
-    (sampled drafts), each added node gets q = 1 on its token: a lookup draft is deterministic,
-    which rejection sampling verifies exactly, beside sampled siblings too."""
-    merged = merge_branch(proposal.tokens[0].tolist(), proposal.tree.parent[1:].tolist(), branch)
-    if not merged.added:
-        return proposal, merged
-    dev = proposal.tokens.device
-    tokens = torch.tensor([merged.tokens], dtype=proposal.tokens.dtype, device=dev)  # (1, N')
-    q = proposal.draft_probs
-    if q is not None:  # (1, N, V) -> (1, N', V)
-        added = torch.tensor(merged.tokens[-merged.added :], device=q.device)
-        one_hot = torch.zeros(merged.added, q.shape[-1], dtype=q.dtype, device=q.device)
-        one_hot[torch.arange(merged.added, device=q.device), added] = 1.0
-        q = torch.cat([q, one_hot[None]], dim=1)
-    return Proposal(tokens, tree_from_parents(merged.parents), q), merged
-
-
-class HybridDrafter:
-    """One sequence's hybrid drafting: the head's own drafter, then the lookup branch merged in.
-
-    While the text copies its context (the last branch was max_tokens long and accepted whole),
-    the head sits the step out and the branch is verified alone; what was committed meanwhile is
-    handed to the head's drafter at its next call, so a drafter with a cache of its own (EAGLE's,
-    a draft model's) misses nothing.
-    """
-
-    def __init__(self, head: HybridHead):
-        inner = head.head
-        self.inner = inner.drafter() if hasattr(inner, "drafter") else copy.copy(inner)
-        self.branch = _Branch(head.max_tokens, head.max_ngram, head.stats, adapt=True)
-        self.pending: DraftState | None = None  # what was committed while the head sat out
-
-    def propose(self, state: DraftState, tree_or_spec) -> Proposal:
-        branch = self.branch.next(state, self.branch.max_tokens)
-        if self.branch.copying:
-            self.pending = _joined(self.pending, state)
-            self.branch.stats.added += len(branch)
-            self.branch.stats.alone += 1
-            return _chain(branch, state.root.device)
-        proposal = self.inner.propose(_joined(self.pending, state), tree_or_spec)
-        self.pending = None
-        if not branch:
-            return proposal
-        proposal, merged = merge_into(proposal, branch)
-        self.branch.shared = merged.shared
-        self.branch.stats.added += merged.added
-        return proposal
-
-
-class HybridHead:
-    """Any DraftHead with a prompt-lookup branch merged into its tree each step (hybrid trees).
-
-    It drafts row by row (each row follows its own context), through the head's `drafter()` when
-    it has one, else a shallow copy of the head per row; it keeps the head's tree settings, kind
-    (+ "+lookup"), feature layers, options, own tree and held-out accuracy. Lossless as any tree:
-    see the module docstring.
-    """
-
-    needs_features = True
-
-    def __init__(self, head, max_tokens: int = 10, max_ngram: int = 2):
-        _check(max_tokens, max_ngram)
-        self.head, self.max_tokens, self.max_ngram = head, max_tokens, max_ngram
-        self.kind = f"{head.kind}+lookup"
-        self.dynamic = bool(getattr(head, "dynamic", False))
-        self.feature_layers = tuple(getattr(head, "feature_layers", ()) or ())
-        self.options = getattr(head, "options", {}) or {}
-        self.stats = LookupStats()
-        self._own: HybridDrafter | None = None
-
-    @property
-    def default_tree(self) -> TreeSpec | None:
-        """The head's own tree, read when a generator is made."""
-        return getattr(self.head, "default_tree", None)
-
-    @property
-    def held_out(self) -> HeldOutAccuracy | None:
-        """The head's measured held-out accuracy."""
-        return getattr(self.head, "held_out", None)
-
-    def lookup_settings(self) -> dict:
-        """What to report beside τ."""
-        return {"max_tokens": self.max_tokens, "max_ngram": self.max_ngram, "branch": True}
-
-    def drafter(self) -> HybridDrafter:
-        return HybridDrafter(self)
-
-    def propose(self, state: DraftState, tree_or_spec) -> Proposal:
-        if state.start == 0 or self._own is None:
-            self._own = self.drafter()
-        return self._own.propose(state, tree_or_spec)
-
-
-def with_lookup(head, max_tokens: int, max_ngram: int = 2):
-    """`head` with lookup branches (`decode.prompt_lookup` tokens, 0 = the head as it is)."""
-    return HybridHead(head, max_tokens, max_ngram) if max_tokens else head
-
-
-def verified_bounds(settings: dict) -> tuple[int, int]:
-    """(deepest draft, most draft nodes) one verification may hold, from a generator's tree settings
-    with a head's `lookup` block: a hybrid's branch of L tokens reaches depth L and adds at most L nodes."""
-    lookup = settings.get("lookup")
-    if not lookup or not lookup["branch"]:
-        return settings["depth"], settings["size"]
-    return max(settings["depth"], lookup["max_tokens"]), settings["size"] + lookup["max_tokens"]

@@ -12,6 +12,7 @@ import torch
 import headstart as hs
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import EmbeddedModelMissing, gguf_path
+from headstart.heads.corpus import FILE_NAME
 from tests.helpers import ROOT, perturbed_heads
 
 
@@ -62,8 +63,10 @@ def test_quick_demo_end_to_end(tmp_path):
     report = json.loads((tmp_path / "eval.json").read_text())
     (res,) = report["results"]
     by = {e["label"]: e for e in res["methods"]}
-    # the demo's recipe turns hybrid trees on (decode.prompt_lookup): the head alone, with lookup branches, lookup alone
-    assert list(by) == ["plain", "medusa", "medusa+lookup", "lookup", "hf_generate", "hf_prompt_lookup"]
+    # the demo's recipe turns hybrid trees on (decode.prompt_lookup): the head alone, with lookup branches and
+    # corpus chains, lookup alone, lookup and corpus chains without a head (training saved the table)
+    assert list(by) == ["plain", "medusa", "medusa+lookup", "lookup", "corpus+lookup", "hf_generate", "hf_prompt_lookup"]
+    assert by["medusa+lookup"]["tree"]["lookup"]["corpus_tokens"] == 8 and (tmp_path / "run" / "final" / FILE_NAME).is_file()
     assert report["prompts"]["count"] == 4
     assert by["medusa"]["acceptance"]["tau"] >= 1.0 and by["medusa+lookup"]["acceptance"]["tau"] >= 1.0
     config = json.loads((tmp_path / "run" / "final" / "config.json").read_text())

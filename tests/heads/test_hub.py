@@ -8,6 +8,8 @@ from huggingface_hub import HfApi
 
 import headstart as hs
 from headstart.config import load_recipe, recipe_to_dict
+from headstart.heads.corpus import FILE_NAME as CORPUS_FILE
+from headstart.heads.corpus import CorpusNgram
 from headstart.heads.export import export
 from headstart.heads.hub import HubError, push_to_hub
 from tests.helpers import flip_tensor_bytes, tiny_target
@@ -72,6 +74,10 @@ def test_push_uploads_exactly_the_head_files_and_a_card(tmp_path, hub):
     assert commit[3]["revision"] == "v1"
     assert sorted(files) == ["README.md", "config.json", "model.safetensors"]
     assert files["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+    CorpusNgram.build([[1, 2, 3, 1, 2]], order=2).save(folder)  # a table saved by training goes up with the head
+    push_to_hub(folder, "me/tiny-medusa", token="t")
+    last = [c for c in hub if c[0] == "create_commit"][-1]
+    assert sorted(last[3]["files"]) == ["README.md", "config.json", CORPUS_FILE, "model.safetensors"]
     assert files["config.json"] == (folder / "config.json").read_bytes()
     card = files["README.md"].decode()
     assert card.startswith("---\n") and "library_name: headstart" in card

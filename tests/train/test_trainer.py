@@ -1,9 +1,13 @@
 
+from pathlib import Path
+
 import torch
 from safetensors.torch import load_file
 
 import headstart as hs
+from headstart.decode.hybrid import with_lookup
 from headstart.decode.plain import greedy_generate
+from headstart.heads.corpus import FILE_NAME
 from headstart.train.resume import last_complete_checkpoint
 from headstart.train.trainer import train
 from tests.helpers import assert_close, recipe
@@ -28,6 +32,11 @@ def test_a_step_moves_the_head_and_not_the_target(tmp_path, smol_shaped_target):
     ref = greedy_generate(target, prompt, 12, eos_token_id=[])
     out = hs.SpeculativeGenerator(target, loaded).generate(prompt, 12, eos_token_id=[])
     assert torch.equal(out.sequences, ref.sequences)
+    # Saved beside it: the n-gram table of the training answers, which hybrid trees draft chains from.
+    assert loaded.corpus is not None and loaded.corpus.order == 4 and len(loaded.corpus) > 100
+    hybrid = with_lookup(loaded, 4, 2, 20, 6)
+    out = hs.SpeculativeGenerator(target, hybrid).generate(prompt, 12, eos_token_id=[])
+    assert hybrid.uses_corpus and torch.equal(out.sequences, ref.sequences)
 
 
 def test_resume_skips_a_checkpoint_cut_short_and_ends_as_the_uninterrupted_run(tmp_path, smol_shaped_target, capsys):  # noqa: F811
@@ -54,6 +63,7 @@ def test_resume_skips_a_checkpoint_cut_short_and_ends_as_the_uninterrupted_run(t
 
 
 def test_training_learns_a_predictable_pattern(tmp_path, smol_shaped_target):  # noqa: F811
-    r = recipe(tmp_path, "train.max_steps=40", "head.shared_lm_head=false", "head.draft_vocab_size=64")
+    r = recipe(tmp_path, "train.max_steps=40", "head.shared_lm_head=false", "head.draft_vocab_size=64", "train.corpus_ngram=0")
     summary = train(r, smol_shaped_target)
+    assert not (Path(summary["final"]) / FILE_NAME).exists()  # train.corpus_ngram = 0: no table
     assert summary["heldout"]["top5"][0] > 0.2  # counting is predictable two tokens ahead

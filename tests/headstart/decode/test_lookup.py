@@ -12,24 +12,23 @@ from headstart.cli import main
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.contract import Proposal
 from headstart.decode.dynamic import tree_from_parents
-from headstart.decode.lookup import (
-    HybridHead,
-    LookupHead,
-    NgramIndex,
-    PromptLookupError,
-    merge_branch,
-    merge_into,
-    ngram_continuation,
-    verified_bounds,
-    with_lookup,
-)
+from headstart.decode.hybrid import HybridHead, merge_into, verified_bounds, with_lookup
+from headstart.decode.lookup import LookupHead, NgramIndex, PromptLookupError, merge_branch, ngram_continuation
 from headstart.decode.plain import greedy_generate
 from headstart.decode.tree import tree_from_paths
 from headstart.decode.verify import children_lists, greedy_accept, sample_accept
 from headstart.eval.run import evaluate
 from headstart.eval.speed import EvalError
 from headstart.target import Target
-from tests.helpers import PROMPT, VOCAB, chi2_ok, perturbed, perturbed_heads, save_tiny, tiny_target
+from tests.helpers import (
+    PROMPT,
+    chi2_ok,
+    perturbed_heads,
+    perturbed_of,
+    random_prompts,
+    save_tiny,
+    tiny_target,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread, far faster on shared cores
 
@@ -148,23 +147,13 @@ def test_mixed_tree_sampling_keeps_the_target_distribution():
 
 # ---------------------------------------------------------------- decoding: lossless, and lookup nodes accepted
 
-def _prompts(batch: int = 2, length: int = 11, seed: int = 3) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
-
-
-def _heads(kind: str, target):
-    if kind == "medusa":
-        return perturbed_heads(target)
-    return perturbed(hs.heads.build("eagle3", target, draft_vocab=torch.arange(0, VOCAB, 2)))
-
-
 @pytest.mark.parametrize("kind", ["medusa", "eagle3"])
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_hybrid_greedy_equals_plain(arch, kind):
     target = tiny_target(arch)
-    prompts = _prompts()
+    prompts = random_prompts()
     ref = greedy_generate(target, prompts, 40, eos_token_id=[])
-    hybrid = HybridHead(_heads(kind, target), max_tokens=6)
+    hybrid = HybridHead(perturbed_of(kind, target), max_tokens=6)
     options = {"tree": "tree8"} if kind == "medusa" else {"depth": 3, "top_k": 2, "total_tokens": 6}
     out = hs.SpeculativeGenerator(target, hybrid, **options).generate(prompts, 40, eos_token_id=[])
     assert torch.equal(out.sequences, ref.sequences)
@@ -181,7 +170,7 @@ def test_hybrid_greedy_equals_plain(arch, kind):
 
 def test_lookup_alone_equals_plain_and_is_accepted_where_text_repeats():
     target = tiny_target("llama")
-    prompts = _prompts()
+    prompts = random_prompts()
     ref = greedy_generate(target, prompts, 60, eos_token_id=[])
     head = LookupHead(max_tokens=5)
     gen = hs.SpeculativeGenerator(target, head)
@@ -199,7 +188,7 @@ def test_lookup_branches_are_accepted_beside_an_untrained_head():
     """An untrained Medusa head (identity blocks) drafts next-next tokens badly; where the greedy
     continuation repeats the context, the lookup branch carries the accepted tokens."""
     target = tiny_target("llama")
-    prompts = _prompts(batch=2)
+    prompts = random_prompts(batch=2)
     heads = hs.heads.build("medusa", target, num_heads=3)
     alone = hs.SpeculativeGenerator(target, heads, tree="tree8").generate(prompts, 60, eos_token_id=[])
     hybrid = HybridHead(heads, max_tokens=8)
@@ -211,8 +200,8 @@ def test_lookup_branches_are_accepted_beside_an_untrained_head():
 
 def test_hybrid_sampling_is_reproducible_with_a_seed():
     target = tiny_target("llama")
-    prompts = _prompts(batch=2)
-    hybrid = HybridHead(_heads("eagle3", target), max_tokens=4)
+    prompts = random_prompts(batch=2)
+    hybrid = HybridHead(perturbed_of("eagle3", target), max_tokens=4)
     gen = hs.SpeculativeGenerator(target, hybrid, depth=3, top_k=2, total_tokens=6)
     a, b, c = (gen.generate(prompts, 30, temperature=0.8, seed=s, eos_token_id=[]) for s in (7, 7, 8))
     assert torch.equal(a.sequences, b.sequences) and a.accepted_per_step == b.accepted_per_step
@@ -226,6 +215,8 @@ def test_tree_bounds_count_the_branch():
     static = {"kind": "static", "size": 8, "depth": 3, "top_k": 4}
     assert verified_bounds(static) == (3, 8)
     assert verified_bounds(static | {"lookup": {"max_tokens": 10, "max_ngram": 2, "branch": True}}) == (10, 18)
+    copying = {"max_tokens": 10, "max_ngram": 2, "branch": True, "copy_tokens": 40}  # alone while copying, up to 40
+    assert verified_bounds(static | {"lookup": copying}) == (40, 40)
     alone = {"kind": "dynamic", "size": 10, "depth": 10, "top_k": 1, "lookup": {"max_tokens": 10, "max_ngram": 2, "branch": False}}
     assert verified_bounds(alone) == (10, 10)
 
@@ -254,14 +245,15 @@ def test_eval_runs_hybrid_and_lookup_beside_hf_prompt_lookup(chat_target, tmp_pa
     by = {e["label"]: e for e in res["methods"]}
     assert list(by) == ["plain", "medusa", "medusa+lookup", "lookup", "hf_generate", "hf_prompt_lookup"]
     assert all(e["greedy_match"]["matched"] == 1 for e in by.values())  # float32: every method equals plain
-    assert by["medusa+lookup"]["tree"]["lookup"] == {"max_tokens": 4, "max_ngram": 2, "branch": True}
-    assert by["medusa+lookup"]["bound"]["verify_tokens"] == 8 + 4 + 1  # the branch counted at its longest
+    assert by["medusa+lookup"]["tree"]["lookup"] == {"max_tokens": 4, "max_ngram": 2, "branch": True, "copy_tokens": 40}
+    assert by["medusa+lookup"]["bound"]["verify_tokens"] == 40 + 1  # the branch counted at its longest (copying, alone)
     assert by["lookup"]["tree"]["size"] == 4 and by["lookup"]["bound"]["verify_tokens"] == 5
     table = out.with_suffix(".md").read_text()
-    assert "+ lookup branch ≤ 4 tokens, n-gram ≤ 2" in table and "chain of ≤ 4 copied tokens" in table
+    assert "+ lookup branch ≤ 4 tokens, n-gram ≤ 2 (alone, ≤ 40 tokens, while the text copies its context)" in table
+    assert "chain of ≤ 4 copied tokens" in table
     # the bound of a lookup draft prices every step at its longest: the table says so, for both lookup methods
     bounds = [line for line in table.splitlines() if line.startswith("- Bound:")]
-    assert len(bounds) == 3 and "verifying up to 13 tokens" in bounds[1] and "verifying up to 5 tokens" in bounds[2]
+    assert len(bounds) == 3 and "verifying up to 41 tokens" in bounds[1] and "verifying up to 5 tokens" in bounds[2]
     assert "up to" not in bounds[0] and not any("another job" in line for line in bounds[1:])
     with pytest.raises(EvalError, match="relabel"):
         evaluate(target, {"lookup": perturbed_heads(target)}, DecodeConfig(prompt_lookup=4), cfg, prompts=[PROMPT])

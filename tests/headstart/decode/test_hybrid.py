@@ -1,0 +1,132 @@
+"""Hybrid trees: a head's tree with a prompt-lookup branch and a corpus chain, lossless; the
+branch alone while the text copies its context; the two sources without a head."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import headstart as hs
+from headstart.config import DecodeConfig, EvalConfig
+from headstart.decode.hybrid import HybridHead, verified_bounds, with_lookup
+from headstart.decode.plain import greedy_generate
+from headstart.eval.run import evaluate
+from headstart.heads.corpus import CorpusNgram
+from headstart.target import Target
+from tests.helpers import (
+    PROMPT,
+    perturbed_heads,
+    perturbed_of,
+    random_prompts,
+    save_tiny,
+    tiny_target,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread, far faster on shared cores
+
+
+def _own_corpus(target, n: int = 40) -> CorpusNgram:
+    """The table of what the target writes: its greedy answers to other prompts (self-distilled)."""
+    answers = greedy_generate(target, random_prompts(batch=8, seed=11), n, eos_token_id=[]).sequences[:, 11:]
+    return CorpusNgram.build(answers.tolist(), order=3)
+
+
+def test_a_copying_branch_grows_past_its_length_alone_and_stays_lossless():
+    """The tiny Llama's greedy text loops, so it copies its context: a branch accepted whole at
+    its full length runs alone and doubles up to copy_tokens (4 -> 8 -> 16; a match's continuation
+    ends where the context does), in fewer steps than a branch held at 4, with the same tokens as
+    plain decoding."""
+    target = tiny_target("llama")
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 80, eos_token_id=[])
+    runs = {}
+    for copy in (0, 16):
+        hybrid = HybridHead(perturbed_of("medusa", target), max_tokens=4, copy_tokens=copy)
+        gen = hs.SpeculativeGenerator(target, hybrid, tree="tree8")
+        out = gen.generate(prompts, 80, eos_token_id=[])
+        assert torch.equal(out.sequences, ref.sequences)
+        runs[copy] = (out, hybrid.stats, verified_bounds(gen.tree_settings()))
+    (held, _, held_bounds), (grown, grown_stats, grown_bounds) = runs[0], runs[16]
+    assert max(held.accepted_per_step) <= 4 and held_bounds == (4, 12)  # tree8 is 3 deep
+    assert 4 < max(grown.accepted_per_step) <= 16 and grown_bounds == (16, 16)  # a loop's period caps the match
+    assert grown_stats.alone > 0 and len(grown.accepted_per_step) < len(held.accepted_per_step)
+
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_corpus_chains_are_accepted_and_decoding_stays_lossless(arch, kind):
+    target = tiny_target(arch)
+    corpus = _own_corpus(target)
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 40, eos_token_id=[])
+    options = {"tree": "tree8"} if kind == "medusa" else {"depth": 3, "top_k": 2, "total_tokens": 6}
+    taus = {}
+    for chain in (0, 6):
+        hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_tokens=chain)
+        gen = hs.SpeculativeGenerator(target, hybrid, **options)
+        out = gen.generate(prompts, 40, eos_token_id=[])
+        assert torch.equal(out.sequences, ref.sequences)
+        taus[chain] = out.acceptance_length
+        if chain:
+            assert hybrid.stats.corpus_added > 0 and hybrid.stats.corpus_accepted > 0
+            lookup = gen.tree_settings()["lookup"]
+            assert lookup["corpus_tokens"] == 6 and lookup["corpus_order"] == 3
+            depth, size = verified_bounds(gen.tree_settings())
+            assert depth >= 6 and size >= gen.tree_settings()["size"] + 4 + 6
+    assert taus[6] > taus[0]
+    # Sampled: reproducible with a seed, the corpus nodes verified beside sampled drafts.
+    hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_tokens=6)
+    gen = hs.SpeculativeGenerator(target, hybrid, **options)
+    a, b = (gen.generate(prompts, 30, temperature=0.8, seed=5, eos_token_id=[]) for _ in range(2))
+    assert torch.equal(a.sequences, b.sequences) and a.accepted_per_step == b.accepted_per_step
+
+
+def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
+    target = tiny_target("llama")
+    corpus = _own_corpus(target)
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 40, eos_token_id=[])
+    free = HybridHead(None, max_tokens=4, corpus=corpus, corpus_tokens=6)
+    assert free.kind == "corpus+lookup" and free.feature_layers == ()
+    gen = hs.SpeculativeGenerator(target, free)
+    out = gen.generate(prompts, 40, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences)
+    assert out.acceptance_length > 1.2 and free.stats.corpus_accepted > 0
+    lookup = gen.tree_settings()["lookup"]
+    assert lookup["head"] is False and verified_bounds(gen.tree_settings()) == (6, 10)
+
+
+def test_with_lookup_takes_the_heads_own_table_and_the_settings():
+    target = tiny_target("llama")
+    head = perturbed_of("medusa", target)
+    assert with_lookup(head, 0) is head
+    plain_hybrid = with_lookup(head, 4, 2, 20, 6)
+    assert not plain_hybrid.uses_corpus and "corpus_tokens" not in plain_hybrid.lookup_settings()  # no table saved
+    head.corpus = _own_corpus(target)
+    hybrid = with_lookup(head, 4, 2, 20, 6)
+    assert hybrid.corpus is head.corpus and hybrid.copy_tokens == 20 and hybrid.corpus_tokens == 6
+    assert not with_lookup(head, 4, 2, 20, 0).uses_corpus  # decode.corpus_draft = 0: off
+
+
+@pytest.fixture(scope="module")
+def chat_target(tmp_path_factory, smol_tokenizer):
+    """A tiny float32 Llama with SmolLM2's tokenizer (a chat template)."""
+    return Target.from_pretrained(save_tiny(tmp_path_factory.mktemp("hybrid") / "target", smol_tokenizer), dtype=torch.float32)
+
+
+def test_eval_runs_the_corpus_methods_beside_the_head(chat_target, tmp_path):
+    target = chat_target
+    head = perturbed_heads(target)
+    head.corpus = _own_corpus(target)
+    out = tmp_path / "eval.json"
+    decode = DecodeConfig(tree="tree8", prompt_lookup=4, corpus_draft=6)
+    report = evaluate(target, {"medusa": head}, decode, EvalConfig(max_new_tokens=24, output=str(out), peers=False),
+                      prompts=[PROMPT], warmup=False, progress=False)
+    (res,) = report["results"]
+    by = {e["label"]: e for e in res["methods"]}
+    assert list(by) == ["plain", "medusa", "medusa+lookup", "lookup", "corpus+lookup"]
+    assert all(e["greedy_match"]["matched"] == 1 for e in by.values())  # float32: every method equals plain
+    table = out.with_suffix(".md").read_text()
+    assert "+ corpus chain ≤ 6 tokens (3-gram table of the training answers)" in table
+    assert "no head + lookup branch ≤ 4 tokens" in table
