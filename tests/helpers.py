@@ -18,6 +18,7 @@ from headstart.config import TrainConfig, load_recipe
 from headstart.decode.contract import DraftState, Proposal
 from headstart.eval.prompts import EvalPrompt
 from headstart.target import Target
+from headstart.train.features import batch_features
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 
@@ -237,6 +238,24 @@ def recipe(tmp_path, *extra):
 
 def batch_of(ids: torch.Tensor) -> dict:
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": torch.ones_like(ids)}
+
+
+def fit_head(head, target, batches: list[dict], cfg: TrainConfig, steps: int, lr: float = 3e-3) -> dict:
+    """Train `head` for `steps` AdamW steps on `batches` in turn (every token counted; the target's
+    features computed once per batch), then freeze it; returns the last step's metrics."""
+    layers = tuple(getattr(head, "feature_layers", ()) or ())
+    pairs = [(batch, batch_features(target, batch, layers)) for batch in batches]
+    opt = torch.optim.AdamW(head.parameters(), lr=lr)
+    head.train()
+    metrics: dict = {}
+    for step in range(steps):
+        batch, out = pairs[step % len(pairs)]
+        loss, metrics = head.training_loss(out, batch, target, cfg)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    head.eval().requires_grad_(False)
+    return metrics
 
 
 PROMPT = EvalPrompt("p0", "chat", [{"role": "user", "content": "Name a colour."}])

@@ -38,7 +38,7 @@ from headstart.eval.serving import (
 from headstart.heads.checkpoint import save_heads
 from headstart.heads.export import export
 from headstart.target import Target
-from headstart.train.features import batch_features
+from tests.helpers import batch_of, fit_head
 
 NEW = 32  # new tokens per prompt
 K = 3  # the chain the trained head drafts
@@ -72,25 +72,8 @@ def trained_eagle3(target, sequences: list[torch.Tensor], steps: int = 200, **op
     go to its build (parallel_drafting=True: a P-EAGLE head)."""
     vocab = torch.cat(sequences).unique()
     head = hs.heads.build("eagle3", target, draft_vocab=vocab, **options)
-    return fit(head, target, sequences, TrainConfig(ttt_steps=K), steps)
-
-
-def fit(head, target, sequences: list[torch.Tensor], cfg: TrainConfig, steps: int):
-    """`head` trained `steps` steps on the sequences (one a step, every token counted), frozen after."""
-    batches = []
-    for seq in sequences:
-        ids = seq[None]
-        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": torch.ones_like(ids)}
-        batches.append((batch, batch_features(target, batch, head.feature_layers)))
-    opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
-    head.train()
-    for step in range(steps):
-        batch, out = batches[step % len(batches)]
-        loss, _ = head.training_loss(out, batch, target, cfg)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return head.eval().requires_grad_(False)
+    fit_head(head, target, [batch_of(seq[None]) for seq in sequences], TrainConfig(ttt_steps=K), steps)
+    return head
 
 
 def noisy(head, scale: float, seed: int = 0):
@@ -338,7 +321,8 @@ def trained_dflash(target, sequences: list[torch.Tensor], steps: int = 200, **op
     """A DFlash head (heads/dflash.py) with blocks of K + 1 slots (K drafts, vLLM's num_speculative_tokens) that
     has learnt the target's own continuations of the prompts; `options` go to its build."""
     head = hs.heads.build("dflash", target, block_size=K + 1, **options)
-    return fit(head, target, sequences, TrainConfig(dflash_blocks=64), steps)
+    fit_head(head, target, [batch_of(seq[None]) for seq in sequences], TrainConfig(dflash_blocks=64), steps)
+    return head
 
 
 @pytest.fixture(scope="module")

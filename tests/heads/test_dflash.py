@@ -29,6 +29,7 @@ from tests.helpers import (
     assert_close,
     assert_reloads_and_decodes_losslessly,
     batch_of,
+    fit_head,
     perturbed,
     smol_target,
     tiny_target,
@@ -134,16 +135,7 @@ def test_learns_to_draft_a_block_per_forward():
     head = hs.heads.build("dflash", target, block_size=4, feature_layers=[0, 2])
     prompts = torch.randint(0, VOCAB, (16, 4), generator=torch.Generator().manual_seed(0))
     data = greedy_generate(target, prompts, 28, eos_token_id=[]).sequences  # (16, 32)
-    batch = batch_of(data)
-    out = batch_features(target, batch, head.feature_layers)
-    opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
-    head.train()
-    for _ in range(150):
-        loss, metrics = head.training_loss(out, batch, target, TrainConfig(dflash_blocks=32))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    head.eval()
+    metrics = fit_head(head, target, [batch_of(data)], TrainConfig(dflash_blocks=32), 150)
     assert metrics["step0_top1"] > 0.6 and metrics["step2_top1"] > 0.3, metrics
     calls = []
     hook = head.layers[0].self_attn.q_proj.register_forward_hook(lambda *args: calls.append(1))

@@ -1,0 +1,109 @@
+"""What each source of a hybrid tree is worth: the variants side by side in one run.
+
+    python scripts/bench_hybrid.py --head runs/demo/medusa/final
+    python scripts/bench_hybrid.py --head runs/demo/medusa/final --rounds 1 --num-prompts 4
+
+Decodes the held-out prompts greedily with headstart's plain loop and with hybrid trees built from
+the head (its saved tree), the prompt-lookup branch (L = 10), the branch growing alone while the text
+copies its context (`decode.lookup_copy`) and the corpus chain (`decode.corpus_draft`, the head
+folder's corpus_ngram.safetensors), each switched on in turn, plus the sources without the head and
+prompt lookup alone; every variant over the same prompts, `--rounds` times in turn, so that drift on
+a shared machine falls on all. Prints τ (bonus token counted), tokens/s and the ratio to plain
+decoding, overall and per category. Embedded target in bf16, weights packed, unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+import torch
+
+from headstart.chat import encode_chat
+from headstart.config import DecodeConfig
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.hybrid import HybridHead
+from headstart.decode.lookup import LookupHead
+from headstart.decode.plain import plain_generate
+from headstart.decode.tune import tree_options
+from headstart.eval.prompts import load_eval_prompts
+from headstart.heads.checkpoint import load_heads
+from headstart.target import Target
+
+
+def machine_kind() -> str:
+    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return "AVX512-BF16" if "avx512_bf16" in flags else "AVX2 (no native bf16)"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--head", required=True, help="a head folder saved by training (with its corpus_ngram.safetensors)")
+    p.add_argument("--target", default="embedded")
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--prompts", default="data/prompts/eval.jsonl")
+    p.add_argument("--num-prompts", type=int, default=9)
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--rounds", type=int, default=2, help="passes over every variant; tokens and seconds are summed")
+    args = p.parse_args()
+
+    target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
+    target.pack_linears()
+    head = load_heads(args.head, target=target)
+    corpus = head.corpus
+    if corpus is None:
+        p.error(f"{args.head} holds no corpus_ngram.safetensors: train it with this headstart (train.corpus_ngram > 0)")
+    tok = target.tokenizer
+    records = load_eval_prompts(args.prompts, args.num_prompts)
+    prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in records]
+    eos, n = target.model.generation_config.eos_token_id, args.max_new_tokens
+
+    def speculative(h):
+        gen = SpeculativeGenerator(target, h, **tree_options(h, DecodeConfig(), set())[0])  # the head's saved tree
+        return lambda ids: gen.generate(ids, n, eos_token_id=eos)
+
+    variants = {
+        "plain": lambda ids: plain_generate(target, ids, n, eos_token_id=eos),
+        "head alone": speculative(head),
+        "head + lookup branch (L 10)": speculative(HybridHead(head, 10)),
+        "+ copying branch grows to 40": speculative(HybridHead(head, 10, copy_tokens=40)),
+        "+ corpus chain <= 8 (the default)": speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_tokens=8)),
+        "lookup branch + corpus chain, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_tokens=8)),
+        "prompt lookup alone (chain <= 10)": speculative(LookupHead(10)),
+    }
+    totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
+    for r in range(args.rounds):
+        for name, decode in variants.items():
+            decode(prompts[0][:, :8])  # warm-up
+            for i, ids in enumerate(prompts):
+                out = decode(ids)
+                row = totals[name][i]
+                row[0] += out.sequences.shape[1] - ids.shape[1]
+                row[1] += out.seconds
+                row[2] += len(out.accepted_per_step)
+                row[3] += sum(out.accepted_per_step)
+        print(f"round {r + 1} done", flush=True)
+
+    def rate(rows):
+        return sum(x[0] for x in rows) / sum(x[1] for x in rows)
+
+    def tau(rows):
+        steps = sum(x[2] for x in rows)
+        return (sum(x[3] for x in rows) + steps) / steps if steps else None
+
+    plain = totals["plain"]
+    cats = [r.category for r in records]
+    print(f"\n{target.name} ({args.dtype}, packed), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
+          f"{torch.get_num_threads()} threads, {machine_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds")
+    print("τ: tokens per verification after prefill, the bonus token counted (plain decoding = 1.00)\n")
+    print("| decoding | τ | tokens/s | vs plain | " + " | ".join(cats) + " |")
+    print("|---|---|---|---|" + "---|" * len(cats))
+    for name, rows in totals.items():
+        t = tau(rows)
+        cells = [f"{rate([x]) / rate([q]):.2f}x" for x, q in zip(rows, plain)]
+        print(f"| {name} | {'-' if t is None else f'{t:.2f}'} | {rate(rows):.1f} | {rate(rows) / rate(plain):.2f}x | "
+              + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
