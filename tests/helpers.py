@@ -18,7 +18,6 @@ from headstart.config import TrainConfig, load_recipe
 from headstart.decode.contract import DraftState, Proposal
 from headstart.eval.prompts import EvalPrompt
 from headstart.target import Target
-from headstart.train.features import batch_features
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 
@@ -243,6 +242,9 @@ def batch_of(ids: torch.Tensor) -> dict:
 def fit_head(head, target, batches: list[dict], cfg: TrainConfig, steps: int, lr: float = 3e-3) -> dict:
     """Train `head` for `steps` AdamW steps on `batches` in turn (every token counted; the target's
     features computed once per batch), then freeze it; returns the last step's metrics."""
+    # imported here: test_layering loads a head through these helpers in a process free of headstart.train
+    from headstart.train.features import batch_features
+
     layers = tuple(getattr(head, "feature_layers", ()) or ())
     pairs = [(batch, batch_features(target, batch, layers)) for batch in batches]
     opt = torch.optim.AdamW(head.parameters(), lr=lr)
