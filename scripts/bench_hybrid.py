@@ -45,6 +45,8 @@ def main() -> None:
     p.add_argument("--num-prompts", type=int, default=9)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--rounds", type=int, default=2, help="passes over every variant; tokens and seconds are summed")
+    p.add_argument("--corpus-tokens", type=int, nargs="*", default=[], help="also the full hybrid with corpus chains of up to these lengths")
+    p.add_argument("--only-corpus", action="store_true", help="only plain, the default hybrid and the --corpus-tokens variants")
     args = p.parse_args()
 
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
@@ -71,6 +73,10 @@ def main() -> None:
         "lookup branch + corpus chain, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_tokens=8)),
         "prompt lookup alone (chain <= 10)": speculative(LookupHead(10)),
     }
+    if args.only_corpus:
+        variants = {k: v for k, v in variants.items() if k in ("plain", "+ corpus chain <= 8 (the default)")}
+    for k in args.corpus_tokens:
+        variants[f"+ corpus chain <= {k}"] = speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_tokens=k))
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
     for r in range(args.rounds):
         for name, decode in variants.items():
