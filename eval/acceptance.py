@@ -62,6 +62,32 @@ def free_drafter_bound(tau: float, relative_cost: dict[int, float], verify_token
     return {"verify_tokens": verify_tokens, "measured_at": n, "verify_cost": cost, "free_drafter_speedup": tau / cost}
 
 
+def interpolated_cost(relative_cost: dict[int, float], n: int) -> float:
+    """The forward cost over n tokens, linear between the nearest measured sizes (flat past the ends)."""
+    sizes = sorted(relative_cost)
+    if n <= sizes[0]:
+        return relative_cost[sizes[0]]
+    if n >= sizes[-1]:
+        return relative_cost[sizes[-1]]
+    hi = next(s for s in sizes if s >= n)
+    lo = max(s for s in sizes if s <= n)
+    if hi == lo:
+        return relative_cost[lo]
+    return relative_cost[lo] + (relative_cost[hi] - relative_cost[lo]) * (n - lo) / (hi - lo)
+
+
+def varying_drafter_bound(tau: float, relative_cost: dict[int, float], verified: list[int]) -> dict:
+    """The free-drafter bound of a method whose verifications feed different numbers of tokens (a
+    lookup chain or branch: `verified` holds each step's tree nodes + 1): τ over the mean cost of the
+    forwards it ran, each priced on the measured cost curve (`interpolated_cost`). Equals
+    `free_drafter_bound` when every step feeds the same measured size."""
+    mean_cost = sum(interpolated_cost(relative_cost, n) for n in verified) / len(verified)
+    return {
+        "verify_tokens": max(verified), "mean_verify_tokens": sum(verified) / len(verified),
+        "measured_at": "each step, interpolated", "verify_cost": mean_cost, "free_drafter_speedup": tau / mean_cost,
+    }
+
+
 def round_floats(value, digits: int = 4):
     """Round every float in nested lists and dicts (for stable, readable JSON)."""
     if isinstance(value, float):

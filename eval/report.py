@@ -88,16 +88,14 @@ def format_table(report: dict) -> str:
             per = ", ".join(f"d{d + 1} {r:.2f}" for d, r in enumerate(a["acceptance_per_depth"]))
             cond = ", ".join("—" if r is None else f"{r:.2f}" for r in a["conditional_acceptance"])
             hist = ", ".join(f"{k}: {n}" for k, n in enumerate(a["accepted_histogram"]))
-            varies = bool((e.get("tree") or {}).get("lookup"))  # a lookup chain or branch: its length varies per step
             lines += [
                 "",
                 f"**{name}**: {a['steps']} verifications, {a['accepted_drafts']} accepted drafts.",
                 f"- Acceptance per depth (share of steps that accepted at least d drafts): {per}; "
                 f"conditional (given d-1 accepted): {cond}",
                 f"- Accepted drafts per step (histogram; a step writes accepted + 1 tokens): {hist}",
-                f"- Bound: τ {a['tau']:.2f} / cost of verifying {'up to ' if varies else ''}{b['verify_tokens']} tokens "
-                f"({b['verify_cost']:.2f}x one token{VARYING if varies else ''}) = {b['free_drafter_speedup']:.2f}x with "
-                f"a free drafter; measured {_x(b['real_speedup'])}" + _lost(b["lost_to_drafting"], varies),
+                f"- Bound: τ {a['tau']:.2f} / {_cost_text(b)} = {b['free_drafter_speedup']:.2f}x with "
+                f"a free drafter; measured {_x(b['real_speedup'])}" + _lost(b["lost_to_drafting"]),
             ]
         if greedy and report["target"]["dtype"] != "float32":
             lines += [
@@ -115,14 +113,17 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-VARYING = ", a lookup chain or branch at its longest; most steps verify fewer"
+def _cost_text(b: dict) -> str:
+    """What the bound divides τ by: one tree's cost, or the mean over steps of different sizes."""
+    if "mean_verify_tokens" in b:
+        return (f"mean cost of its verifications ({b['verify_cost']:.2f}x one token; they fed {b['mean_verify_tokens']:.1f} "
+                f"tokens on average, up to {b['verify_tokens']}: a lookup draft's length varies per step)")
+    return f"cost of verifying {b['verify_tokens']} tokens ({b['verify_cost']:.2f}x one token)"
 
 
-def _lost(share: float | None, varies: bool = False) -> str:
+def _lost(share: float | None) -> str:
     if share is None:
         return ""
-    if share < 0 and varies:  # the bound priced every step at the longest lookup chain or branch
-        return " (above this bound, which prices every step at the longest lookup draft)"
     if share < 0:  # faster than a free drafter allows: the timings were disturbed
         return " (above the bound: the timings are noisy; is another job using the cores?)"
     return f", so drafting and bookkeeping take {share:.0%} of the ideal"

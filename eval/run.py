@@ -28,7 +28,7 @@ from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.hybrid import verified_bounds
 from headstart.decode.sampling import Sampling
 from headstart.decode.verify import acceptance_length
-from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats
+from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats, varying_drafter_bound
 from headstart.eval.methods import Methods, build_methods
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
 from headstart.eval.report import format_table, write_outputs
@@ -175,7 +175,10 @@ def _report(methods: Methods, decoded: Decodings, prompt_info: dict) -> dict:
     turn's row at each temperature; floats rounded."""
     target, gens, cfg = methods.target, methods.gens, methods.cfg
     verify_tokens = methods.verify_tokens()
-    cost = relative_forward_cost(target, sorted(set(verify_tokens.values()))) if gens else {}
+    sizes = set(verify_tokens.values())
+    if any(_varies(methods, label) for label in gens):  # lookup drafts: price each step on the cost curve
+        sizes |= {n for n in COST_GRID if n < max(sizes)} | {1}
+    cost = relative_forward_cost(target, sorted(sizes)) if gens else {}
     report = {
         "schema_version": SCHEMA_VERSION,
         "target": {"name": target.name, "dtype": str(target.dtype).replace("torch.", ""), "vocab_size": target.vocab_size},
@@ -285,7 +288,8 @@ def _summarise(method: str, turns: list[Turn], plain_turns: list[Turn], methods:
         stats = acceptance_stats(_accepted(turns), verified_bounds(gen.tree_settings())[0], drafted)
         entry["target_forwards"] = stats["steps"] + len(turns)  # verifications plus one prefill per turn
         entry["acceptance"] = stats
-        entry["bound"] = _bound(stats["tau"], cost, methods.verify_tokens()[method], entry["speedup"])
+        verified = [s["tree_size"] + 1 for t in turns for s in t.decoded.steps] if _varies(methods, method) else None
+        entry["bound"] = _bound(stats["tau"], cost, methods.verify_tokens()[method], entry["speedup"], verified or None)
     if temperature == 0:
         entry["greedy_match"] = _greedy_match(turns)
     entry["per_category"] = _per_category(turns, plain_turns, gen)
@@ -297,9 +301,18 @@ def _accepted(turns: list[Turn]) -> list[int]:
     return [a for t in turns for a in t.decoded.accepted_per_step]
 
 
-def _bound(tau: float, cost: dict[int, float], verify_tokens: int, real: float | None) -> dict:
-    """The speedup a free drafter would reach at this τ, beside the real one and the share drafting lost."""
-    bound = free_drafter_bound(tau, cost, verify_tokens)
+COST_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # sizes measured for methods whose tree size varies
+
+
+def _varies(methods: Methods, label: str) -> bool:
+    """Whether a method's verifications feed different numbers of tokens (a lookup chain or branch)."""
+    return bool(methods.tree(label).get("lookup"))
+
+
+def _bound(tau: float, cost: dict[int, float], verify_tokens: int, real: float | None, verified: list[int] | None = None) -> dict:
+    """The speedup a free drafter would reach at this τ, beside the real one and the share drafting lost
+    (`verified`: each step's tokens, for a method whose tree size varies)."""
+    bound = varying_drafter_bound(tau, cost, verified) if verified else free_drafter_bound(tau, cost, verify_tokens)
     bound["real_speedup"] = real
     bound["lost_to_drafting"] = 1 - real / bound["free_drafter_speedup"] if real else None
     return bound

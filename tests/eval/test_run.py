@@ -16,7 +16,7 @@ from headstart.cli import main
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.contract import Proposal
 from headstart.decode.plain import greedy_generate
-from headstart.eval.acceptance import acceptance_stats, free_drafter_bound
+from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, interpolated_cost, varying_drafter_bound
 from headstart.eval.prompts import load_eval_prompts
 from headstart.eval.run import SCHEMA_VERSION, evaluate
 from headstart.eval.speed import EvalError, eos_ids
@@ -53,6 +53,16 @@ def test_free_drafter_bound_by_hand():
     b = free_drafter_bound(2.5, cost, verify_tokens=9)
     assert b == {"verify_tokens": 9, "measured_at": 9, "verify_cost": 1.25, "free_drafter_speedup": 2.0}
     assert free_drafter_bound(2.0, cost, verify_tokens=6)["measured_at"] == 9  # the next measured size up
+
+
+def test_varying_bound_prices_each_step_on_the_cost_curve():
+    cost = {1: 1.0, 5: 1.2, 9: 1.25, 41: 2.0}
+    assert interpolated_cost(cost, 3) == pytest.approx(1.1) and interpolated_cost(cost, 25) == pytest.approx(1.625)
+    assert interpolated_cost(cost, 100) == 2.0 and interpolated_cost(cost, 9) == 1.25
+    b = varying_drafter_bound(3.0, cost, [1, 1, 41, 5])  # steps of 1, 1, 41 and 5 tokens: mean cost 1.3
+    assert b["verify_tokens"] == 41 and b["mean_verify_tokens"] == 12.0
+    assert b["verify_cost"] == pytest.approx(1.3) and b["free_drafter_speedup"] == pytest.approx(3.0 / 1.3)
+    assert varying_drafter_bound(2.5, cost, [9, 9])["free_drafter_speedup"] == free_drafter_bound(2.5, cost, 9)["free_drafter_speedup"]
 
 
 # ---------------------------------------------------------------- a tiny target with SmolLM2's tokenizer
