@@ -260,6 +260,32 @@ def fit_head(head, target, batches: list[dict], cfg: TrainConfig, steps: int, lr
     return metrics
 
 
+def assert_learns_one_draft_forward_per_step(target, head, drafting_module, cfg: TrainConfig) -> None:
+    """A head trained on `target`'s own greedy continuations drafts well (its training
+    metrics), decodes exactly those continuations, and runs `drafting_module` once per verification
+    per row: one draft forward a step, the newly committed positions included."""
+    from headstart.decode.generate import SpeculativeGenerator
+    from headstart.decode.plain import greedy_generate
+
+    prompts = torch.randint(0, VOCAB, (16, 4), generator=torch.Generator().manual_seed(0))
+    data = greedy_generate(target, prompts, 28, eos_token_id=[]).sequences  # (16, 32)
+    metrics = fit_head(head, target, [batch_of(data)], cfg, 150)
+    assert metrics["step0_top1"] > 0.6 and metrics["step2_top1"] > 0.3, metrics
+    calls = []
+    hook = drafting_module.register_forward_hook(lambda *args: calls.append(1))
+    try:
+        for depth, top_k, total in [(3, 1, 3), (3, 2, 6)]:
+            calls.clear()
+            res = SpeculativeGenerator(target, head, depth=depth, top_k=top_k, total_tokens=total).generate(
+                prompts[:4], 28, eos_token_id=[]
+            )
+            assert torch.equal(res.sequences, data[:4])
+            assert res.acceptance_length > 1.8, (depth, top_k, res.acceptance_length)
+            assert len(calls) == len(res.accepted_per_step)  # one draft forward per verification, per row
+    finally:
+        hook.remove()
+
+
 PROMPT = EvalPrompt("p0", "chat", [{"role": "user", "content": "Name a colour."}])
 
 

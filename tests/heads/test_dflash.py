@@ -27,9 +27,9 @@ from headstart.train.trainer import build_head, train
 from tests.helpers import (
     VOCAB,
     assert_close,
+    assert_learns_one_draft_forward_per_step,
     assert_reloads_and_decodes_losslessly,
     batch_of,
-    fit_head,
     perturbed,
     smol_target,
     tiny_target,
@@ -133,21 +133,7 @@ def test_learns_to_draft_a_block_per_forward():
     block forward of the draft layers (the newly committed positions' context included)."""
     target = tiny_target("llama", seed=1)
     head = hs.heads.build("dflash", target, block_size=4, feature_layers=[0, 2])
-    prompts = torch.randint(0, VOCAB, (16, 4), generator=torch.Generator().manual_seed(0))
-    data = greedy_generate(target, prompts, 28, eos_token_id=[]).sequences  # (16, 32)
-    metrics = fit_head(head, target, [batch_of(data)], TrainConfig(dflash_blocks=32), 150)
-    assert metrics["step0_top1"] > 0.6 and metrics["step2_top1"] > 0.3, metrics
-    calls = []
-    hook = head.layers[0].self_attn.q_proj.register_forward_hook(lambda *args: calls.append(1))
-    for depth, top_k, total in [(3, 1, 3), (3, 2, 6)]:
-        calls.clear()
-        res = SpeculativeGenerator(target, head, depth=depth, top_k=top_k, total_tokens=total).generate(
-            prompts[:4], 28, eos_token_id=[]
-        )
-        assert torch.equal(res.sequences, data[:4])
-        assert res.acceptance_length > 1.8, (depth, top_k, res.acceptance_length)
-        assert len(calls) == len(res.accepted_per_step)  # one block forward per verification, per row
-    hook.remove()
+    assert_learns_one_draft_forward_per_step(target, head, head.layers[0].self_attn.q_proj, TrainConfig(dflash_blocks=32))
 
 
 def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shaped_target):
