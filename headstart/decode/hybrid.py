@@ -37,7 +37,16 @@ import torch
 
 from headstart.decode.contract import DraftState, Proposal, TreeSpec
 from headstart.decode.dynamic import DynamicTreeSpec, tree_from_parents
-from headstart.decode.lookup import Branch, LookupStats, Merged, chain_proposal, check_lookup_settings, merge_branch
+from headstart.decode.lookup import (
+    Branch,
+    LookupStats,
+    Merged,
+    accepted_run,
+    adapted_length,
+    chain_proposal,
+    check_lookup_settings,
+    merge_branch,
+)
 from headstart.decode.tree import HeldOutAccuracy
 
 
@@ -70,11 +79,6 @@ def merge_into(proposal: Proposal, branch: list[int]) -> tuple[Proposal, Merged]
     return Proposal(tokens, tree_from_parents(merged.parents), q), merged
 
 
-def _run(drafted: list[int], accepted: list[int]) -> int:
-    """How many leading drafted tokens were accepted."""
-    return next((i for i, (a, b) in enumerate(zip(drafted, accepted)) if a != b), min(len(drafted), len(accepted)))
-
-
 class _CorpusChain:
     """One row's corpus chain: its adapted length and the last chain, to credit."""
 
@@ -82,15 +86,17 @@ class _CorpusChain:
         self.corpus, self.max_tokens, self.length, self.stats = corpus, max_tokens, max_tokens, stats
         self.last: list[int] = []
 
-    def next(self, state: DraftState, committed: list[int]) -> list[int]:
-        """Credit the last chain, adapt the length (HF's rule), and draft after the row's committed
-        tokens and its root."""
-        accepted = state.committed[0, 1:].tolist() if state.start else []
+    def credit(self, state: DraftState) -> None:
+        """Count what the last chain got accepted and adapt the length (HF's rule); nothing is pending after."""
         if self.last:
-            run = _run(self.last, accepted)
+            run = accepted_run(self.last, state)
             self.stats.corpus_accepted += run
-            self.length = min(self.max_tokens, self.length + 2) if run == len(self.last) else max(1, self.length - 1)
-        self.last = self.corpus.draft([*committed[-self.corpus.order :], int(state.root[0])], self.length)
+            self.length = adapted_length(self.length, run == len(self.last), self.max_tokens)
+        self.last = []
+
+    def draft(self, committed: list[int], root: int) -> list[int]:
+        """The chain after the row's committed tokens and its root, kept to be credited next step."""
+        self.last = self.corpus.draft([*committed[-self.corpus.order :], root], self.length)
         return self.last
 
 
@@ -112,12 +118,11 @@ class HybridDrafter:
         self.pending: DraftState | None = None  # what was committed while the head sat out
 
     def propose(self, state: DraftState, tree_or_spec) -> Proposal:
-        branch = self.branch.next(state, self.branch.copy_tokens)
-        corpus = self.chain.next(state, self.branch.index.tokens) if self.chain else []
+        branch = self.branch.next(state, self.branch.copy_tokens)  # also brings the row's context index up to date
+        if self.chain:
+            self.chain.credit(state)
         stats = self.branch.stats
-        if self.branch.copying:
-            if self.chain:
-                self.chain.last = []  # not verified this step
+        if self.branch.copying:  # no corpus chain is drafted for a step that verifies the branch alone
             self.pending = None if self.inner is None else _joined(self.pending, state)
             stats.added += len(branch)
             stats.alone += 1
@@ -131,6 +136,7 @@ class HybridDrafter:
             proposal, merged = merge_into(proposal, branch)
             self.branch.shared = merged.shared
             stats.added += merged.added
+        corpus = self.chain.draft(self.branch.index.tokens, int(state.root[0])) if self.chain else []
         if corpus:
             proposal, merged = merge_into(proposal, corpus)
             stats.corpus_added += merged.added

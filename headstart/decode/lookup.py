@@ -149,6 +149,18 @@ class LookupStats:
     corpus_accepted: int = 0  # accepted drafts along the corpus chains (whoever else drafted them)
 
 
+def accepted_run(drafted: list[int], state: DraftState) -> int:
+    """How many leading tokens of the path `drafted` (last step's) the step accepted: the drafts
+    committed with `state` (none at a new sequence)."""
+    accepted = state.committed[0, 1:].tolist() if state.start else []
+    return next((i for i, (a, b) in enumerate(zip(drafted, accepted)) if a != b), min(len(drafted), len(accepted)))
+
+
+def adapted_length(length: int, whole: bool, longest: int) -> int:
+    """HF's rule for assistant tokens: +2 (up to `longest`) after a path accepted whole, else -1 (down to 1)."""
+    return min(longest, length + 2) if whole else max(1, min(length, longest) - 1)
+
+
 class Branch:
     """One row's lookup state: its context index, its branch length and the last branch, to credit."""
 
@@ -162,17 +174,16 @@ class Branch:
 
     def next(self, state: DraftState, limit: int) -> list[int]:
         """Take in what was committed, credit the last branch, and propose the next (≤ limit tokens)."""
-        accepted = state.committed[0, 1:].tolist() if state.start else []  # drafts accepted last step
         copying = False
         if self.last:
-            run = next((i for i, (a, b) in enumerate(zip(self.last, accepted)) if a != b), min(len(self.last), len(accepted)))
+            run = accepted_run(self.last, state)
             self.stats.accepted += max(0, run - self.shared)
             whole = run == len(self.last)
             copying = whole and len(self.last) >= self.max_tokens
             if self.adapt and copying:  # doubles while the text copies, up to copy_tokens
                 self.length = min(self.copy_tokens, 2 * self.length)
             elif self.adapt:
-                self.length = min(self.max_tokens, self.length + 2) if whole else max(1, min(self.length, self.max_tokens) - 1)
+                self.length = adapted_length(self.length, whole, self.max_tokens)
         self.index.sync(state)
         branch = self.index.continuation(int(state.root[0]), min(self.length, limit))
         self.stats.proposals += 1
