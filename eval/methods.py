@@ -86,10 +86,10 @@ def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalCo
     """A generator per head with its own tree (`tune.tree_options`: the decode fields in `given`,
     set on the command line, > the head's saved or tuned tree > the decode section), HF assisted
     generation's draft model when cfg.assistant names one, and the EOS set. With
-    decode.prompt_lookup > 0, each head also runs as a hybrid ('<label>+lookup', with corpus chains
+    decode.prompt_lookup > 0, each head also runs as a hybrid ('<label>+lookup', with corpus trees
     when the head carries a corpus table and decode.corpus_draft > 0), and prompt lookup alone
     ('lookup', a chain of decode.prompt_lookup tokens) and, with a corpus table, lookup and corpus
-    chains without a head ('corpus+lookup') run in headstart's loop."""
+    trees without a head ('corpus+lookup') run in headstart's loop."""
     named = _with_lookup(named, decode)
     gens, sources = {}, {}
     for label, h in named.items():
@@ -108,9 +108,9 @@ def _with_lookup(named: dict, decode: DecodeConfig) -> dict:
         return named
     if "lookup" in named or any(label.endswith("+lookup") for label in named):
         raise EvalError("with decode.prompt_lookup > 0, 'lookup' and '<label>+lookup' name the lookup methods; relabel the head")
-    length, ngram, copy, chain = decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft
-    hybrids = {f"{label}+lookup": with_lookup(h, length, ngram, copy, chain) for label, h in named.items()}
+    length, ngram, copy, nodes = decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft
+    hybrids = {f"{label}+lookup": with_lookup(h, length, ngram, copy, nodes) for label, h in named.items()}
     corpus = next((h.corpus for h in named.values() if getattr(h, "corpus", None) is not None), None)
-    free = {"corpus+lookup": HybridHead(None, length, ngram, copy, corpus, chain)} if corpus is not None and chain else {}
+    free = {"corpus+lookup": HybridHead(None, length, ngram, copy, corpus, nodes)} if corpus is not None and nodes else {}
     return {**named, **hybrids, "lookup": LookupHead(length, ngram), **free}
 

@@ -41,8 +41,8 @@ def _tree_text(tree: dict | None) -> str:
         text += f" + lookup branch ≤ {lookup['max_tokens']} tokens, n-gram ≤ {lookup['max_ngram']}"
         if lookup.get("copy_tokens", lookup["max_tokens"]) > lookup["max_tokens"]:
             text += f" (alone, ≤ {lookup['copy_tokens']} tokens, while the text copies its context)"
-        if lookup.get("corpus_tokens"):
-            text += f" + corpus chain ≤ {lookup['corpus_tokens']} tokens ({lookup['corpus_order']}-gram table of the training answers)"
+        if lookup.get("corpus_nodes"):
+            text += f" + corpus tree of {lookup['corpus_nodes']} nodes ({lookup['corpus_order']}-gram table of the training answers)"
     return text
 
 

@@ -2,25 +2,28 @@
 
 headstart's training data are the target's own answers (`headstart distill`), so the phrases the
 target favours ("Here's a step-by-step guide", "1. **", the code idioms it repeats) are in them.
-`CorpusNgram` counts, for every context of 1..`order` tokens in those answers, the token that
-followed it most often; drafting from a context follows that argmax chain, backing off to shorter
-contexts where the longer one was never seen (an n-gram language model without smoothing: only
-the argmax is kept). It is the retrieval idea of REST (He et al., 2023), with the target's own
-outputs as the datastore. It drafts a chain in microseconds of Python and needs no training, so
-it joins a head's tree beside the prompt-lookup branch (`decode.corpus_draft`, decode/hybrid.py's
-HybridHead): what the head misses on the target's stock phrases, the corpus often holds.
+`CorpusNgram` counts, for every context of 1..`order` tokens in those answers, how often it
+occurred and the `top_k` (4) tokens that followed it most often. Drafting from a context grows a
+small tree best-first: each path's probability is the product of its steps', each step's taken
+after the longest known context (backing off to shorter ones where the longer was never seen: an
+n-gram language model, kept to its top 4). It is the retrieval idea of REST (He et al., 2023),
+with the target's own outputs as the datastore. It drafts in well under a millisecond of Python
+and needs no training, so it joins a head's tree beside the prompt-lookup branch
+(`decode.corpus_draft` nodes, decode/hybrid.py's HybridHead): what the head misses on the
+target's stock phrases, the corpus often holds.
 
-Teacher-forced along the embedded SmolLM2's greedy answers to the 9 held-out prompts, a chain of
-6 from the 4-gram model of its 6.1k shipped answers beside prompt lookup's chain of 10 accepts
-τ 2.59 against 1.60 for prompt lookup alone.
+Teacher-forced along the embedded SmolLM2's greedy answers to 36 held-out prompts (96 tokens,
+beside prompt lookup's branch of 10), 8 corpus nodes accept τ 2.39 as a best-first tree against
+2.17 as the argmax chain of 8 (1.48 for prompt lookup alone); 12 nodes 2.45, 16 nodes 2.48.
 
-Saved with a head as `corpus_ngram.safetensors` (int32 contexts, argmax tokens and counts per
-order; no pickles): the table of the 6.1k shipped answers (0.79M tokens, order 4) holds 685k
-contexts, 14.5 MB.
+Saved with a head as `corpus_ngram.safetensors` (int32 contexts, totals, and the top tokens with
+their counts per order; no pickles): the table of the 6.1k shipped answers (0.79M tokens, order 4)
+holds 685k contexts.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,72 +40,86 @@ class CorpusNgramError(HeadstartError):
     """A corpus n-gram table that cannot be built or read."""
 
 
-def _argmax_table(windows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _successor_table(windows: np.ndarray, top_k: int) -> tuple[np.ndarray, ...]:
     """windows (M, n + 1): a context of n tokens then the token that followed. Returns the distinct
-    contexts (C, n), the most frequent next token of each (C,) and how often it followed (C,);
-    ties go to the smaller token id."""
+    contexts (C, n), how often each occurred (C,), and its `top_k` most frequent next tokens
+    flattened (P,) with their counts (P,), context i's at starts[i]:starts[i + 1] (starts (C + 1,)),
+    most frequent first, ties to the smaller token id."""
     order = np.lexsort(windows.T[::-1])  # sort rows by context, then by next token
     rows = windows[order]
     new_pair = np.ones(len(rows), dtype=bool)
     new_pair[1:] = (rows[1:] != rows[:-1]).any(axis=1)
-    starts = np.flatnonzero(new_pair)
-    pair_counts = np.diff(np.append(starts, len(rows)))
-    pairs = rows[starts]  # distinct (context, next) rows, sorted
+    first_row = np.flatnonzero(new_pair)
+    pair_counts = np.diff(np.append(first_row, len(rows)))
+    pairs = rows[first_row]  # distinct (context, next) rows, sorted
     ctx = pairs[:, :-1]
     new_ctx = np.ones(len(pairs), dtype=bool)
     new_ctx[1:] = (ctx[1:] != ctx[:-1]).any(axis=1)
     group = np.cumsum(new_ctx) - 1  # context index of each pair
-    # The most frequent pair of each context: sort by (group, -count), take each group's first.
-    pick = np.lexsort((-pair_counts, group))
-    first = np.ones(len(pick), dtype=bool)
-    first[1:] = group[pick][1:] != group[pick][:-1]
-    best = pick[first]
-    return ctx[best], pairs[best, -1], pair_counts[best]
+    totals = np.bincount(group, weights=pair_counts).astype(np.int64)
+    # Each context's pairs by count, most frequent first (a stable sort keeps ties in token order).
+    ranked = np.lexsort((-pair_counts, group))
+    rank = np.arange(len(ranked)) - np.flatnonzero(new_ctx)[group[ranked]]
+    kept = ranked[rank < top_k]
+    starts = np.searchsorted(group[kept], np.arange(group[-1] + 2))
+    return ctx[new_ctx], totals, starts, pairs[kept, -1], pair_counts[kept]
 
 
 class CorpusNgram:
-    """For each context of 1..order tokens seen in a corpus, the token that most often followed it.
+    """For each context of 1..order tokens seen in a corpus, how often it occurred and its `top_k`
+    most frequent next tokens with their counts.
 
-    `draft(context, k)`: up to k tokens, each the argmax after the longest known context (order
-    down to 1) of the context extended by the tokens drafted so far; it stops where even the last
-    token alone was never followed by anything.
+    `tree(context, nodes)`: the corpus tree, best-first: the `nodes` most probable token paths after
+    the context, each step's probability count / (occurrences + 1) after the longest known context
+    (order down to 1) of the context extended by the path (the + 1 keeps a context seen once from
+    counting as certain). With width 1 it is the argmax chain.
     """
 
-    def __init__(self, order: int, tables: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
-        self.order = order
-        self.tables = tables  # [n - 1] = (contexts (C, n) int32, next (C,) int32, counts (C,) int32)
-        self._lookup: list[dict[tuple[int, ...], int]] | None = None  # built at the first draft (~1 s for 690k contexts)
+    def __init__(self, order: int, tables: list[tuple[np.ndarray, ...]], top_k: int = 4):
+        self.order, self.top_k = order, top_k
+        self.tables = tables  # [n - 1] = (contexts (C, n), totals (C,), starts (C + 1,), next (P,), counts (P,)), int32
+        self._lookup: list[dict] | None = None  # built at the first draft (~2 s for 690k contexts)
 
     @property
-    def _next(self) -> list[dict[tuple[int, ...], int]]:
+    def _next(self) -> list[dict[tuple[int, ...], tuple[tuple[int, ...], tuple[float, ...]]]]:
+        """Per order: context -> (next tokens, their probabilities), most probable first."""
         if self._lookup is None:
-            self._lookup = [dict(zip(map(tuple, ctx.tolist()), nxt.tolist())) for ctx, nxt, _ in self.tables]
+            self._lookup = []
+            for ctx, totals, starts, nxt, cnt in self.tables:
+                tokens, probs = nxt.tolist(), (cnt / (totals.repeat(np.diff(starts)) + 1.0)).tolist()
+                bounds = starts.tolist()
+                self._lookup.append({
+                    tuple(c): (tuple(tokens[a:b]), tuple(probs[a:b]))
+                    for c, a, b in zip(ctx.tolist(), bounds[:-1], bounds[1:])
+                })
         return self._lookup
 
     @classmethod
-    def build(cls, sequences: Iterable[list[int]], order: int = 4) -> CorpusNgram:
+    def build(cls, sequences: Iterable[list[int]], order: int = 4, top_k: int = 4) -> CorpusNgram:
         """Count the n-grams (n <= order + 1) of token sequences (each an answer: no n-gram spans two)."""
-        if isinstance(order, bool) or not isinstance(order, int) or order < 1:
-            raise CorpusNgramError(f"the corpus n-gram order must be an integer >= 1, got {order!r}")
+        for name, value in (("order", order), ("top_k", top_k)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CorpusNgramError(f"the corpus n-gram {name} must be an integer >= 1, got {value!r}")
         seqs = [np.asarray(s, dtype=np.int64) for s in sequences if len(s) > 1]
         tables = []
         for n in range(1, order + 1):
             windows = [np.lib.stride_tricks.sliding_window_view(s, n + 1) for s in seqs if len(s) > n]
             if not windows:
-                tables.append((np.zeros((0, n), np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32)))
+                empty = np.zeros(0, np.int32)
+                tables.append((np.zeros((0, n), np.int32), empty, np.zeros(1, np.int32), empty, empty))
                 continue
-            ctx, nxt, cnt = _argmax_table(np.concatenate(windows))
-            tables.append((ctx.astype(np.int32), nxt.astype(np.int32), cnt.astype(np.int32)))
-        return cls(order, tables)
+            tables.append(tuple(a.astype(np.int32) for a in _successor_table(np.concatenate(windows), top_k)))
+        return cls(order, tables, top_k)
 
     def __len__(self) -> int:
+        """Contexts held, over all orders."""
         return sum(len(t[1]) for t in self.tables)
 
     @classmethod
     def of_examples(cls, examples, order: int = 4, max_tokens: int = 2_000_000) -> CorpusNgram:
         """The table of training examples' answers: each run of loss-masked (assistant) tokens, from
         the first examples up to max_tokens answer tokens (the table's memory grows with them: about
-        0.7M contexts and 14.5 MB on disk for 0.79M tokens, several times that as a dict in memory)."""
+        0.7M contexts and 20 MB on disk for 0.79M tokens, several times that as a dict in memory)."""
         runs: list[list[int]] = []
         total = 0
         for e in examples:
@@ -120,50 +137,73 @@ class CorpusNgram:
                 runs.append(run)
         return cls.build(runs, order)
 
-    def draft(self, context: list[int], max_tokens: int) -> list[int]:
-        """Up to max_tokens tokens after `context` (newest last), each the argmax after the longest
-        known context; [] when even the last token never preceded anything."""
-        out: list[int] = []
-        seq = list(context[-self.order :])
+    def successors(self, context: list[int]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """The next tokens and their probabilities after the longest known suffix of `context`
+        (newest last); empty when even its last token never preceded anything."""
         tables = self._next
-        for _ in range(max_tokens):
-            token = None
-            for n in range(min(self.order, len(seq)), 0, -1):
-                token = tables[n - 1].get(tuple(seq[len(seq) - n :]))
-                if token is not None:
-                    break
-            if token is None:
-                break
-            out.append(token)
-            seq = seq[1:] + [token] if len(seq) == self.order else seq + [token]
-        return out
+        for n in range(min(self.order, len(context)), 0, -1):
+            found = tables[n - 1].get(tuple(context[len(context) - n :]))
+            if found is not None:
+                return found
+        return (), ()
+
+    def tree(self, context: list[int], nodes: int, width: int | None = None) -> list[list[int]]:
+        """The corpus tree after `context`: up to `nodes` token paths from the root, taken best-first
+        by probability (each a step's `width` most probable next tokens, default all kept), returned
+        as its leaves (the paths no other path extends), in the order they were taken."""
+        width = width or self.top_k
+        tokens, probs = self.successors(context)
+        heap = [(-p, i, [t]) for i, (t, p) in enumerate(zip(tokens[:width], probs[:width]))]
+        heapq.heapify(heap)
+        taken: list[list[int]] = []
+        inner: set[tuple[int, ...]] = set()  # taken paths that a taken path extends
+        serial = len(heap)  # breaks probability ties in the order paths were found
+        while heap and len(taken) < nodes:
+            neg_p, _, path = heapq.heappop(heap)
+            taken.append(path)
+            inner.add(tuple(path[:-1]))
+            tokens, probs = self.successors(context[-self.order :] + path)
+            for t, p in zip(tokens[:width], probs[:width]):
+                heapq.heappush(heap, (neg_p * p, serial, [*path, t]))
+                serial += 1
+        return [p for p in taken if tuple(p) not in inner]
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / FILE_NAME
         tensors = {}
-        for n, (ctx, nxt, cnt) in enumerate(self.tables, start=1):
-            tensors[f"contexts_{n}"] = torch.from_numpy(np.ascontiguousarray(ctx))
-            tensors[f"next_{n}"] = torch.from_numpy(np.ascontiguousarray(nxt))
-            tensors[f"counts_{n}"] = torch.from_numpy(np.ascontiguousarray(cnt))
-        save_file(tensors, str(path), metadata={"order": str(self.order), "format": "headstart-corpus-ngram-1"})
+        for n, table in enumerate(self.tables, start=1):
+            for name, array in zip(_ARRAYS, table):
+                tensors[f"{name}_{n}"] = torch.from_numpy(np.ascontiguousarray(array))
+        meta = {"order": str(self.order), "top_k": str(self.top_k), "format": "headstart-corpus-ngram-2"}
+        save_file(tensors, str(path), metadata=meta)
         return path
 
     @classmethod
     def load(cls, folder: str | Path) -> CorpusNgram | None:
-        """The table saved in `folder`, or None when it has none."""
+        """The table saved in `folder`, or None when it has none. A table saved by the first format
+        (the argmax alone, no totals) reads as width 1, drafting its argmax chain."""
         path = Path(folder) / FILE_NAME
         if not path.is_file():
             return None
         try:
-            tensors = load_file(str(path))
+            tensors = {k: v.numpy() for k, v in load_file(str(path)).items()}
             order = max(int(k.rsplit("_", 1)[1]) for k in tensors if k.startswith("next_"))
-            tables = [
-                (tensors[f"contexts_{n}"].numpy(), tensors[f"next_{n}"].numpy(), tensors[f"counts_{n}"].numpy())
-                for n in range(1, order + 1)
-            ]
+            first_format = "totals_1" not in tensors
+            tables = [_first_format(tensors, n) if first_format else tuple(tensors[f"{a}_{n}"] for a in _ARRAYS)
+                      for n in range(1, order + 1)]
         except Exception as e:  # noqa: BLE001 - a damaged file is one clear error
             raise CorpusNgramError(f"{path}: not a corpus n-gram table ({type(e).__name__}: {e}); delete it or rebuild it") from None
-        for n, (ctx, nxt, cnt) in enumerate(tables, start=1):
-            if ctx.ndim != 2 or ctx.shape[1] != n or not len(nxt) == len(cnt) == ctx.shape[0]:
+        for n, (ctx, totals, starts, nxt, cnt) in enumerate(tables, start=1):
+            if ctx.ndim != 2 or ctx.shape[1] != n or not len(totals) + 1 == len(starts) or len(nxt) != len(cnt) \
+                    or ctx.shape[0] != len(totals) or starts[-1] != len(nxt):
                 raise CorpusNgramError(f"{path}: order-{n} table has inconsistent shapes; delete it or rebuild it")
-        return cls(order, tables)
+        return cls(order, tables, 1 if first_format else max(int(np.diff(t[2]).max(initial=1)) for t in tables))
+
+
+_ARRAYS = ("contexts", "totals", "starts", "next", "counts")
+
+
+def _first_format(tensors: dict, n: int) -> tuple[np.ndarray, ...]:
+    """An order-n table of the first format (contexts, the argmax and its count) as one successor each."""
+    ctx, nxt, cnt = tensors[f"contexts_{n}"], tensors[f"next_{n}"], tensors[f"counts_{n}"]
+    return ctx, cnt, np.arange(len(nxt) + 1, dtype=np.int32), nxt, cnt

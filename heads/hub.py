@@ -28,7 +28,7 @@ CARD_NAME = "README.md"
 HEAD_FILES = (
     CONFIG_NAME, WEIGHTS_NAME, "medusa_lm_head.safetensors",
     ADAPTER_CONFIG, ADAPTER_WEIGHTS,  # Medusa-2: the LoRA adapter trained with the heads
-    CORPUS_FILE,  # the training answers' n-gram table, for hybrid trees' corpus chains
+    CORPUS_FILE,  # the training answers' n-gram table, for hybrid trees' corpus trees
 )
 
 

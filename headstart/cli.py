@@ -164,7 +164,7 @@ def cmd_generate(args) -> int:
     settings = gen.tree_settings()
     lookup = settings.get("lookup")
     branch = f", + a prompt-lookup branch of up to {lookup['max_tokens']} tokens" if lookup else ""
-    branch += f" and a corpus chain of up to {lookup['corpus_tokens']}" if lookup and lookup.get("corpus_tokens") else ""
+    branch += f" and a corpus tree of {lookup['corpus_nodes']} nodes" if lookup and lookup.get("corpus_nodes") else ""
     print(
         f"\n[acceptance length {out.acceptance_length:.2f} ({settings['kind']} tree: {settings['size']} nodes, depth "
         f"{settings['depth']}, top-k {settings['top_k']}{branch}; from the {source}), {len(out.accepted_per_step)} target forwards, "

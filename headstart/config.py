@@ -136,7 +136,7 @@ class TrainConfig:
     epochs: float = _f(1.0, "passes over the training data (ignored when max_steps > 0)", gt=0)
     max_steps: int = _f(-1, "stop after this many optimizer steps; -1 = use epochs", ge=-1)
     max_minutes: float | None = _f(None, "wall-clock budget; training stops cleanly and saves when it runs out", gt=0)
-    corpus_ngram: int = _f(4, "order of the n-gram table of the training answers (the target's own text) saved with the final head (corpus_ngram.safetensors) for decoding's corpus chains (decode.corpus_draft); 0 = none", ge=0)
+    corpus_ngram: int = _f(4, "order of the n-gram table of the training answers (the target's own text) saved with the final head (corpus_ngram.safetensors) for decoding's corpus trees (decode.corpus_draft); 0 = none", ge=0)
     corpus_ngram_tokens: int = _f(2_000_000, "answer tokens counted into that table (the first examples' up to this many; its memory grows with them)", ge=1)
     batch_size: int = _f(4, "sequences per device per micro-step", ge=1)
     grad_accum: int = _f(1, "micro-steps per optimizer step", ge=1)
@@ -181,7 +181,7 @@ class DecodeConfig:
     max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1)
     prompt_lookup: int = _f(0, "hybrid trees: merge a prompt-lookup branch of up to this many tokens (copied from the context after an n-gram match) into the head's tree each step; eval also runs lookup alone; 0 = off", ge=0)
     lookup_ngram: int = _f(2, "prompt lookup: the longest n-gram of the newest tokens matched in the context (then shorter ones down to 1)", ge=1)
-    corpus_draft: int = _f(8, "hybrid trees: a chain of up to this many tokens from the head's corpus n-gram table (train.corpus_ngram: the argmax continuation in the target's own training answers) joins the tree each step, its length adapted as the lookup branch's; 0 = off; needs decode.prompt_lookup > 0", ge=0)
+    corpus_draft: int = _f(8, "hybrid trees: a tree of this many nodes from the head's corpus n-gram table (train.corpus_ngram: the most probable continuations in the target's own training answers, taken best-first) joins the tree each step; 0 = off; needs decode.prompt_lookup > 0", ge=0)
     lookup_copy: int = _f(40, "hybrid trees: while the text copies its context (a whole branch of prompt_lookup tokens accepted), the branch is verified alone and doubles after each step that accepts it whole, up to this many tokens (<= prompt_lookup: it never grows past prompt_lookup)", ge=0)
 
 

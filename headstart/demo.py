@@ -112,7 +112,7 @@ def run_demo(
         tree, table = tune_tree(target, head, **_tuning(head, quick))
         set_default_tree(head, tree, folder=summary["final"], tuning=table)  # the head's own, saved and in memory
         print("\n".join("      " + line for line in format_tuning(table).splitlines()), flush=True)
-    lookup = ", with lookup branches and corpus chains (hybrid), lookup alone, corpus + lookup" if recipe.decode.prompt_lookup else ""
+    lookup = ", with lookup branches and corpus trees (hybrid), lookup alone, corpus + lookup" if recipe.decode.prompt_lookup else ""
     print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative{lookup}, HF generate, "
           "HF prompt lookup", flush=True)
     report = evaluate(target, head, recipe.decode, recipe.eval, given=given)

@@ -5,8 +5,9 @@
 
 Decodes the held-out prompts greedily with headstart's plain loop and with hybrid trees built from
 the head (its saved tree), the prompt-lookup branch (L = 10), the branch growing alone while the text
-copies its context (`decode.lookup_copy`) and the corpus chain (`decode.corpus_draft`, the head
-folder's corpus_ngram.safetensors), each switched on in turn, plus the sources without the head and
+copies its context (`decode.lookup_copy`) and the corpus tree (`decode.corpus_draft` nodes, the head
+folder's corpus_ngram.safetensors; beside it the same table's argmax chain), each switched on in
+turn, plus the sources without the head and
 prompt lookup alone; every variant over the same prompts, `--rounds` times in turn, so that drift on
 a shared machine falls on all. Prints τ (bonus token counted), tokens/s and the ratio to plain
 decoding, overall and per category. Embedded target in bf16, weights packed, unless told otherwise.
@@ -15,6 +16,7 @@ decoding, overall and per category. Embedded target in bf16, weights packed, unl
 from __future__ import annotations
 
 import argparse
+import copy
 import subprocess
 
 import torch
@@ -45,14 +47,16 @@ def main() -> None:
     p.add_argument("--num-prompts", type=int, default=9)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--rounds", type=int, default=2, help="passes over every variant; tokens and seconds are summed")
-    p.add_argument("--corpus-tokens", type=int, nargs="*", default=[], help="also the full hybrid with corpus chains of up to these lengths")
-    p.add_argument("--only-corpus", action="store_true", help="only plain, the default hybrid and the --corpus-tokens variants")
+    p.add_argument("--corpus-nodes", type=int, nargs="*", default=[], help="also the full hybrid with corpus trees of these many nodes")
+    p.add_argument("--only-corpus", action="store_true", help="only plain, the argmax chain, the default hybrid and the --corpus-nodes variants")
     args = p.parse_args()
 
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
     target.pack_linears()
     head = load_heads(args.head, target=target)
     corpus = head.corpus
+    chain = copy.copy(corpus)
+    chain.top_k = 1  # the same table drafting its argmax chain (width 1)
     if corpus is None:
         p.error(f"{args.head} holds no corpus_ngram.safetensors: train it with this headstart (train.corpus_ngram > 0)")
     tok = target.tokenizer
@@ -69,14 +73,15 @@ def main() -> None:
         "head alone": speculative(head),
         "head + lookup branch (L 10)": speculative(HybridHead(head, 10)),
         "+ copying branch grows to 40": speculative(HybridHead(head, 10, copy_tokens=40)),
-        "+ corpus chain <= 8 (the default)": speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_tokens=8)),
-        "lookup branch + corpus chain, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_tokens=8)),
+        "+ corpus argmax chain of 8": speculative(HybridHead(head, 10, copy_tokens=40, corpus=chain, corpus_nodes=8)),
+        "+ corpus tree of 8 nodes (the default)": speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8)),
+        "lookup branch + corpus tree, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8)),
         "prompt lookup alone (chain <= 10)": speculative(LookupHead(10)),
     }
     if args.only_corpus:
-        variants = {k: v for k, v in variants.items() if k in ("plain", "+ corpus chain <= 8 (the default)")}
-    for k in args.corpus_tokens:
-        variants[f"+ corpus chain <= {k}"] = speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_tokens=k))
+        variants = {k: v for k, v in variants.items() if k in ("plain", "+ corpus argmax chain of 8", "+ corpus tree of 8 nodes (the default)")}
+    for k in args.corpus_nodes:
+        variants[f"+ corpus tree of {k} nodes"] = speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
     for r in range(args.rounds):
         for name, decode in variants.items():

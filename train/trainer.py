@@ -242,7 +242,7 @@ def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict, 
     out = Path(recipe.train.output_dir)
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
         head.save_pretrained(out / "final", trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
-        if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus chains (heads/corpus.py)
+        if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (heads/corpus.py)
             CorpusNgram.of_examples(train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens).save(out / "final")
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return out / "final"

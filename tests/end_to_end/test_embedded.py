@@ -64,9 +64,9 @@ def test_quick_demo_end_to_end(tmp_path):
     (res,) = report["results"]
     by = {e["label"]: e for e in res["methods"]}
     # the demo's recipe turns hybrid trees on (decode.prompt_lookup): the head alone, with lookup branches and
-    # corpus chains, lookup alone, lookup and corpus chains without a head (training saved the table)
+    # corpus trees, lookup alone, lookup and corpus trees without a head (training saved the table)
     assert list(by) == ["plain", "medusa", "medusa+lookup", "lookup", "corpus+lookup", "hf_generate", "hf_prompt_lookup"]
-    assert by["medusa+lookup"]["tree"]["lookup"]["corpus_tokens"] == 8 and (tmp_path / "run" / "final" / FILE_NAME).is_file()
+    assert by["medusa+lookup"]["tree"]["lookup"]["corpus_nodes"] == 8 and (tmp_path / "run" / "final" / FILE_NAME).is_file()
     assert report["prompts"]["count"] == 4
     assert by["medusa"]["acceptance"]["tau"] >= 1.0 and by["medusa+lookup"]["acceptance"]["tau"] >= 1.0
     config = json.loads((tmp_path / "run" / "final" / "config.json").read_text())

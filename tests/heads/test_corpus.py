@@ -1,4 +1,4 @@
-"""The corpus n-gram table: argmax continuations of the training answers, saved with a head."""
+"""The corpus n-gram table of the training answers: its counts, its best-first trees, saved with a head."""
 
 from __future__ import annotations
 
@@ -6,41 +6,63 @@ import random
 from collections import Counter, defaultdict
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from headstart.heads.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
 from headstart.train.data import Example
 
 
-def test_drafts_follow_the_most_frequent_continuation_backing_off_to_shorter_contexts():
+def _chain(table: CorpusNgram, context: list[int], k: int) -> list[int]:
+    """The argmax chain: the corpus tree of width 1 (one leaf, or none)."""
+    leaves = table.tree(context, k, width=1)
+    return leaves[0] if leaves else []
+
+
+def test_chains_follow_the_most_frequent_continuation_backing_off_to_shorter_contexts():
     table = CorpusNgram.build([[1, 2, 3, 1, 2, 4], [1, 2, 3], [7, 2, 5]], order=2)
-    assert table.draft([5, 1, 2], 3) == [3, 1, 2]  # (1, 2) -> 3 twice, 4 once; then (2, 3) -> 1, (3, 1) -> 2
-    assert table.draft([9, 7, 2], 1) == [5]  # the longest context that was seen decides: (7, 2) -> 5
-    assert table.draft([9, 9, 2], 1) == [3]  # (9, 2) never seen: 2 alone -> 3 (twice) before 4 and 5
-    assert table.draft([9, 8], 4) == [] and table.draft([5], 4) == []  # nothing ever followed 8 or 5
-    assert CorpusNgram.build([[4, 9], [4, 6]], order=1).draft([4], 1) == [6]  # a tie goes to the smaller id
+    assert _chain(table, [5, 1, 2], 3) == [3, 1, 2]  # (1, 2) -> 3 twice, 4 once; then (2, 3) -> 1, (3, 1) -> 2
+    assert _chain(table, [9, 7, 2], 1) == [5]  # the longest context that was seen decides: (7, 2) -> 5
+    assert _chain(table, [9, 9, 2], 1) == [3]  # (9, 2) never seen: 2 alone -> 3 (twice) before 4 and 5
+    assert _chain(table, [9, 8], 4) == [] and _chain(table, [5], 4) == []  # nothing ever followed 8 or 5
+    assert _chain(CorpusNgram.build([[4, 9], [4, 6]], order=1), [4], 1) == [6]  # a tie goes to the smaller id
+
+
+def test_trees_take_the_most_probable_paths_first():
+    table = CorpusNgram.build([[1, 2, 3, 1, 2, 4], [1, 2, 3], [7, 2, 5]], order=2)
+    # After (1, 2): 3 p 2/4, 4 p 1/4 (count / (occurrences + 1)); after (2, 3): 1 p 1/2; (3, 1): 2 p 1/2;
+    # (2, 4) and 4 were never followed. Best-first: [3] .5, [4] .25, [3 1] .25, [3 1 2] .125, then
+    # [3 1 2 3] .0625 and [3 1 2 4] .031; the tree is given as its leaves, in the order they were taken.
+    assert table.tree([5, 1, 2], 2) == [[3], [4]]
+    assert table.tree([5, 1, 2], 4) == [[4], [3, 1, 2]]
+    assert table.tree([5, 1, 2], 6) == [[4], [3, 1, 2, 3], [3, 1, 2, 4]]
+    assert table.tree([5, 1, 2], 6, width=1) == [[3, 1, 2, 3, 1, 2]]
+    assert table.successors([9, 9, 2]) == ((3, 4, 5), (0.4, 0.2, 0.2))  # 2 alone: seen 4 times
+    assert table.tree([5], 4) == [] and table.tree([5, 1, 2], 0) == []
 
 
 def test_tables_equal_counting_by_hand_on_random_sequences():
     rng = random.Random(0)
     seqs = [[rng.randrange(6) for _ in range(rng.randrange(1, 30))] for _ in range(40)]
-    table = CorpusNgram.build(seqs, order=3)
+    table = CorpusNgram.build(seqs, order=3, top_k=3)
     for n in range(1, 4):
         counts = defaultdict(Counter)
         for s in seqs:
             for i in range(n, len(s)):
                 counts[tuple(s[i - n : i])][s[i]] += 1
-        expected = {ctx: min(c, key=lambda t: (-c[t], t)) for ctx, c in counts.items()}
-        ctx, nxt, cnt = table.tables[n - 1]
-        got = {tuple(row): int(t) for row, t in zip(ctx.tolist(), nxt.tolist())}
-        assert got == expected
-        assert all(int(k) == counts[tuple(row)][int(t)] for row, t, k in zip(ctx.tolist(), nxt.tolist(), cnt.tolist()))
+        ctx, totals, starts, nxt, cnt = table.tables[n - 1]
+        assert len(ctx) == len(counts)
+        for row, total, a, b in zip(ctx.tolist(), totals.tolist(), starts[:-1].tolist(), starts[1:].tolist()):
+            c = counts[tuple(row)]
+            assert total == sum(c.values())
+            assert list(zip(nxt[a:b].tolist(), cnt[a:b].tolist())) == sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
 
 
 def test_only_answers_are_counted_and_no_ngram_spans_two():
     prompt_then_answers = Example(input_ids=[50, 51, 1, 2, 60, 61, 3, 4], loss_mask=[0, 0, 1, 1, 0, 0, 1, 1], source="x:1")
     table = CorpusNgram.of_examples([prompt_then_answers], order=2)
-    assert table.draft([1], 3) == [2]  # (2) -> 60 would span the next prompt
-    assert table.draft([50], 1) == [] and table.draft([3], 1) == [4]
+    assert table.tree([1], 3) == [[2]]  # (2) -> 60 would span the next prompt
+    assert table.tree([50], 1) == [] and table.tree([3], 1) == [[4]]
 
 
 def test_saved_table_reloads_and_damage_is_one_clear_error(tmp_path):
@@ -53,7 +75,7 @@ def test_saved_table_reloads_and_damage_is_one_clear_error(tmp_path):
     assert again.order == 4 and len(again) == len(table)
     for _ in range(20):
         context = [rng.randrange(50) for _ in range(5)]
-        assert again.draft(context, 6) == table.draft(context, 6)
+        assert again.tree(context, 8) == table.tree(context, 8)
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(CorpusNgramError, match=FILE_NAME) as e:
         CorpusNgram.load(tmp_path)
@@ -65,4 +87,17 @@ def test_saved_table_reloads_and_damage_is_one_clear_error(tmp_path):
 def test_counting_stops_at_the_token_cap():
     examples = [Example(input_ids=[i, i + 1, i + 2], loss_mask=[1, 1, 1], source=f"x:{i}") for i in (10, 20, 30)]
     table = CorpusNgram.of_examples(examples, order=1, max_tokens=4)  # the first two examples: 6 tokens >= 4
-    assert table.draft([21], 1) == [22] and table.draft([31], 1) == []
+    assert table.tree([21], 1) == [[22]] and table.tree([31], 1) == []
+
+
+def test_a_table_of_the_first_format_still_loads_as_its_argmax_chain(tmp_path):
+    """Heads trained before the trees saved the argmax alone (contexts, next token, count per order)."""
+    table = CorpusNgram.build([[1, 2, 3, 1, 2, 4], [1, 2, 3], [7, 2, 5]], order=2)
+    first = {}
+    for n, (ctx, _, starts, nxt, cnt) in enumerate(table.tables, start=1):
+        first |= {f"contexts_{n}": torch.from_numpy(ctx), f"next_{n}": torch.from_numpy(nxt[starts[:-1]]),
+                  f"counts_{n}": torch.from_numpy(cnt[starts[:-1]])}
+    save_file(first, str(tmp_path / FILE_NAME), metadata={"order": "2", "format": "headstart-corpus-ngram-1"})
+    old = CorpusNgram.load(tmp_path)
+    assert old.top_k == 1 and len(old) == len(table)
+    assert old.tree([5, 1, 2], 3) == [_chain(table, [5, 1, 2], 3)] == [[3, 1, 2]]

@@ -1,4 +1,4 @@
-"""Hybrid trees: a head's tree with a prompt-lookup branch and a corpus chain, lossless; the
+"""Hybrid trees: a head's tree with a prompt-lookup branch and a corpus tree, lossless; the
 branch alone while the text copies its context; the two sources without a head."""
 
 from __future__ import annotations
@@ -55,28 +55,28 @@ def test_a_copying_branch_grows_past_its_length_alone_and_stays_lossless():
 
 @pytest.mark.parametrize("kind", ["medusa", "eagle3"])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_corpus_chains_are_accepted_and_decoding_stays_lossless(arch, kind):
+def test_corpus_trees_are_accepted_and_decoding_stays_lossless(arch, kind):
     target = tiny_target(arch)
     corpus = _own_corpus(target)
     prompts = random_prompts()
     ref = greedy_generate(target, prompts, 40, eos_token_id=[])
     options = {"tree": "tree8"} if kind == "medusa" else {"depth": 3, "top_k": 2, "total_tokens": 6}
     taus = {}
-    for chain in (0, 6):
-        hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_tokens=chain)
+    for nodes in (0, 6):
+        hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_nodes=nodes)
         gen = hs.SpeculativeGenerator(target, hybrid, **options)
         out = gen.generate(prompts, 40, eos_token_id=[])
         assert torch.equal(out.sequences, ref.sequences)
-        taus[chain] = out.acceptance_length
-        if chain:
+        taus[nodes] = out.acceptance_length
+        if nodes:
             assert hybrid.stats.corpus_added > 0 and hybrid.stats.corpus_accepted > 0
             lookup = gen.tree_settings()["lookup"]
-            assert lookup["corpus_tokens"] == 6 and lookup["corpus_order"] == 3
+            assert lookup["corpus_nodes"] == 6 and lookup["corpus_order"] == 3
             depth, size = verified_bounds(gen.tree_settings())
             assert depth >= 6 and size >= gen.tree_settings()["size"] + 4 + 6
     assert taus[6] > taus[0]
     # Sampled: reproducible with a seed, the corpus nodes verified beside sampled drafts.
-    hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_tokens=6)
+    hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_nodes=6)
     gen = hs.SpeculativeGenerator(target, hybrid, **options)
     a, b = (gen.generate(prompts, 30, temperature=0.8, seed=5, eos_token_id=[]) for _ in range(2))
     assert torch.equal(a.sequences, b.sequences) and a.accepted_per_step == b.accepted_per_step
@@ -87,7 +87,7 @@ def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
     corpus = _own_corpus(target)
     prompts = random_prompts()
     ref = greedy_generate(target, prompts, 40, eos_token_id=[])
-    free = HybridHead(None, max_tokens=4, corpus=corpus, corpus_tokens=6)
+    free = HybridHead(None, max_tokens=4, corpus=corpus, corpus_nodes=6)
     assert free.kind == "corpus+lookup" and free.feature_layers == ()
     gen = hs.SpeculativeGenerator(target, free)
     out = gen.generate(prompts, 40, eos_token_id=[])
@@ -102,10 +102,10 @@ def test_with_lookup_takes_the_heads_own_table_and_the_settings():
     head = perturbed_of("medusa", target)
     assert with_lookup(head, 0) is head
     plain_hybrid = with_lookup(head, 4, 2, 20, 6)
-    assert not plain_hybrid.uses_corpus and "corpus_tokens" not in plain_hybrid.lookup_settings()  # no table saved
+    assert not plain_hybrid.uses_corpus and "corpus_nodes" not in plain_hybrid.lookup_settings()  # no table saved
     head.corpus = _own_corpus(target)
     hybrid = with_lookup(head, 4, 2, 20, 6)
-    assert hybrid.corpus is head.corpus and hybrid.copy_tokens == 20 and hybrid.corpus_tokens == 6
+    assert hybrid.corpus is head.corpus and hybrid.copy_tokens == 20 and hybrid.corpus_nodes == 6
     assert not with_lookup(head, 4, 2, 20, 0).uses_corpus  # decode.corpus_draft = 0: off
 
 
@@ -128,5 +128,5 @@ def test_eval_runs_the_corpus_methods_beside_the_head(chat_target, tmp_path):
     assert list(by) == ["plain", "medusa", "medusa+lookup", "lookup", "corpus+lookup"]
     assert all(e["greedy_match"]["matched"] == 1 for e in by.values())  # float32: every method equals plain
     table = out.with_suffix(".md").read_text()
-    assert "+ corpus chain ≤ 6 tokens (3-gram table of the training answers)" in table
+    assert "+ corpus tree of 6 nodes (3-gram table of the training answers)" in table
     assert "no head + lookup branch ≤ 4 tokens" in table

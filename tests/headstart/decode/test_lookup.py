@@ -130,7 +130,7 @@ def test_mixed_tree_sampling_keeps_the_target_distribution():
     for _ in range(6000):
         x = int(torch.multinomial(q, 1, generator=g))
         head = Proposal(torch.tensor([[x]]), tree_from_paths([(0,)]), q[None, None])  # (1, 1), (1, 1, V)
-        merged, m = merge_into(head, [lookup, 3])
+        merged, (m,) = merge_into(head, [[lookup, 3]])
         assert m.added == (2 if x != lookup else 1)
         rows = merged.draft_probs[0]  # (N', V): the head's q, then one-hot rows
         assert torch.equal(rows[0], q) and all(rows[i, t] == 1 and rows[i].sum() == 1 for i, t in enumerate(m.tokens[1:], 1))
