@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from headstart.decode.sampling import Sampling
+from headstart.decode.vllm_proposer import CLASS_PATH, ENV, PACKAGE_DIR, along_text_counts
 from headstart.errors import HeadstartError
 from headstart.eval.acceptance import round_floats
 from headstart.eval.prediction import (
@@ -90,8 +91,9 @@ def vllm_python() -> Path:
     )
 
 
-def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None) -> dict:
-    """Run eval/vllm_run.py on `job` in the serving environment; returns its result (see that file).
+def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None, env: dict | None = None) -> dict:
+    """Run eval/vllm_run.py on `job` in the serving environment (`env` added to its environment);
+    returns its result (see that file).
 
     vLLM's own log goes to `log` (or is dropped); its last lines are in the error when it fails.
     """
@@ -100,7 +102,7 @@ def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None) -> dic
         job_file, out_file = Path(tmp) / "job.json", Path(tmp) / "out.json"
         job_file.write_text(json.dumps(job))
         log_file = log or Path(tmp) / "vllm.log"
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1))}
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1)), **(env or {})}
         with open(log_file, "w") as f:
             try:
                 # -P: the runner's folder (eval/, whose html.py would shadow the stdlib's) stays off sys.path
@@ -246,8 +248,9 @@ def head_speculative_config(head, method: str, folder, k: int) -> dict:
 
 
 def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str | None = None, ngram: bool = True,
-                output: str | Path | None = None, timeout: float = 1800.0) -> dict:
-    """Export the head, serve it in vLLM beside plain and n-gram decoding, decode the same prompts
+                output: str | Path | None = None, timeout: float = 1800.0, corpus: bool = True) -> dict:
+    """Export the head, serve it in vLLM beside plain and n-gram decoding (and, when the head carries
+    a corpus table and `corpus`, vLLM with headstart's corpus proposer), decode the same prompts
     with headstart's loop, and write <output>.json and .md (when output is given)."""
     from headstart.chat import encode_chat
     from headstart.eval.prompts import load_eval_prompts
@@ -275,11 +278,15 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         if ngram:
             engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": k,
                                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
+        env = None
+        if corpus and getattr(head, "corpus", None) is not None:
+            engines.append({"name": "corpus", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}})
+            env = corpus_env(head_path, Path(tmp))
         job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)
         log = Path(output).with_suffix(".vllm.log") if output else None
         if log:
             log.parent.mkdir(parents=True, exist_ok=True)
-        result = run_vllm(job, timeout=timeout, log=log)
+        result = run_vllm(job, timeout=timeout, log=log, env=env)
     load = round(os.getloadavg()[0], 2)  # other work on the machine slows the timings (several-fold on 2 cores)
     ours = headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos)
     ours["along_vllm_text"] = along_text_acceptance(target, served, prompts, engine_record(result, "head")["outputs"], k)
@@ -295,6 +302,8 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
                     "python": sys.version.split()[0], "load_average": load},
         **compare(result, ours, k, ngram_engine="ngram" if ngram else None),
     }
+    if env:
+        report["corpus"] = corpus_report(result, head.corpus, prompts, k, report["speed"]["vllm_plain"]["tokens_per_s"])
     if trained_vocab != served_vocab:  # the trained head, for what serving it over the full vocabulary costs
         report["acceptance"]["headstart_as_trained"] = headstart_side(target, head, prompts, k, cfg.max_new_tokens, eos, plain=False)["acceptance"]
     report = round_floats(report)
@@ -304,6 +313,30 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         out.write_text(json.dumps(report, indent=2) + "\n")
         out.with_suffix(".md").write_text(format_serving(report) + "\n")
     return report
+
+
+def corpus_env(head_path: str | Path, tmp: Path) -> dict:
+    """The serving environment's variables for headstart's corpus proposer (decode/vllm_proposer.py):
+    the head folder holding the table, and a folder holding only a link to this headstart package
+    on PYTHONPATH, so that vLLM's engine imports it without anything else of this environment."""
+    link = tmp / "pythonpath" / "headstart"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(PACKAGE_DIR, target_is_directory=True)
+    return {ENV: str(Path(head_path).resolve()), "PYTHONPATH": str(link.parent)}
+
+
+def corpus_report(result: dict, corpus, prompts: list[list[int]], k: int, base: float | None) -> dict:
+    """vLLM with the corpus proposer: its acceptance beside headstart's count along the text it served
+    (`along_text_counts`, exact in float32), its speed and its agreement with vLLM plain."""
+    served, plain = engine_record(result, "corpus"), engine_record(result, "plain")
+    m = served["metrics"]
+    vllm_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
+    c = along_text_counts(corpus, prompts, served["outputs"], k)
+    along = acceptance_from_counts(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"])
+    return {"proposer": CLASS_PATH, "chain": k, "vllm": vllm_acc, "headstart_along_vllm_text": along,
+            "relative_difference_along_vllm_text": differences(vllm_acc, along),
+            "agreement_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
+            "speed": _speed(served["tokens"], served["seconds"], base)}
 
 
 def _has_flag(flag: str) -> bool | None:
@@ -363,6 +396,7 @@ def format_serving(report: dict) -> str:
             s = report["speed"][key]
             lines.append(f"| {name} | {s['tokens']} | {_f(s['seconds'], '{:.1f}')} | {_f(s['tokens_per_s'], '{:.1f}')} | "
                          f"{_f(s['vs_vllm_plain'], '{:.2f}x')} |")
+    lines += _corpus_lines(report.get("corpus"))
     lines += ["", "| outputs identical to vLLM plain | matched | mean agreeing prefix |", "|---|---|---|"]
     for key, name in (("vllm_head_vs_vllm_plain", "vLLM + head"), ("headstart_plain_vs_vllm_plain", "headstart plain loop"),
                       ("headstart_head_vs_vllm_plain", "headstart + head")):
@@ -379,3 +413,20 @@ def format_serving(report: dict) -> str:
         lines += ["", f"In {report['target']['dtype']} outputs may differ from plain decoding by rounding (near-ties flip); "
                   "in float32 they are identical (tests/end_to_end/test_vllm.py)."]
     return "\n".join(lines)
+
+
+def _corpus_lines(corpus: dict | None) -> list[str]:
+    """The corpus proposer's rows: its speed, and vLLM's counts beside headstart's along the same text."""
+    if not corpus:
+        return []
+    v, h, s, a = corpus["vllm"], corpus["headstart_along_vllm_text"], corpus["speed"], corpus["agreement_vs_vllm_plain"]
+    return [
+        f"| vLLM + headstart's corpus proposer (chain ≤ {corpus['chain']}) | {s['tokens']} | {_f(s['seconds'], '{:.1f}')} | "
+        f"{_f(s['tokens_per_s'], '{:.1f}')} | {_f(s['vs_vllm_plain'], '{:.2f}x')} |",
+        "",
+        f"Corpus proposer (`{corpus['proposer']}`: prompt lookup, else the head's corpus table's argmax chain; chains of 0..k): "
+        f"vLLM counted {v['drafts']} drafts, {v['draft_tokens']} draft tokens, {v['accepted']} accepted (mean acceptance length "
+        f"{_f(v['mean_acceptance_length'])}, per draft that carried tokens); headstart along vLLM's text: {h['drafts']}, "
+        f"{h['draft_tokens']}, {h['accepted']} ({_f(h['mean_acceptance_length'])}); outputs identical to vLLM plain: "
+        f"{a['matched']}/{a['of']}.",
+    ]

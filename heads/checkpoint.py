@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterError, load_adapter, save_adapter
+from headstart.decode.corpus import CorpusNgram
 from headstart.files import is_head_config, sha256_file, write_json, write_safetensors
-from headstart.heads.corpus import CorpusNgram
 from headstart.heads.options import HeadOptionsError, check_head_config
 from headstart.heads.reading import CheckpointError, read_json, read_safetensors
 from headstart.heads.results import architecture_options, restore_fields, saved_fields
@@ -55,6 +55,12 @@ def save_heads(head, folder: str | Path, target=None, extra: dict | None = None,
     config[CHECKSUMS] = checksums
     write_json(folder / CONFIG_NAME, config)
     return folder
+
+
+def save_corpus(folder: str | Path, examples, order: int, max_tokens: int) -> Path:
+    """Count training examples' answers into the corpus n-gram table (decode/corpus.py) and save it
+    beside a head in `folder` (for hybrid trees' corpus trees and vLLM's corpus proposer); returns its path."""
+    return CorpusNgram.of_examples(examples, order, max_tokens).save(folder)
 
 
 def _refuse_foreign_config(folder: Path) -> None:

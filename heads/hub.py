@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from headstart.decode.corpus import FILE_NAME as CORPUS_FILE
 from headstart.errors import HeadstartError
 from headstart.heads.checkpoint import CHECKSUMS, CONFIG_NAME, WEIGHTS_NAME, hub_offline, verify_checksum
-from headstart.heads.corpus import FILE_NAME as CORPUS_FILE
 from headstart.heads.reading import read_json
 
 CARD_NAME = "README.md"

@@ -48,6 +48,8 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--rounds", type=int, default=2, help="passes over every variant; tokens and seconds are summed")
     p.add_argument("--corpus-nodes", type=int, nargs="*", default=[], help="also the full hybrid with corpus trees of these many nodes")
+    p.add_argument("--head-nodes", type=int, nargs="*", default=[],
+                   help="also the default hybrid with the head's tree rebuilt from its held-out accuracy at these sizes (Medusa)")
     p.add_argument("--only-corpus", action="store_true", help="only plain, the argmax chain, the default hybrid and the --corpus-nodes variants")
     args = p.parse_args()
 
@@ -64,8 +66,10 @@ def main() -> None:
     prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in records]
     eos, n = target.model.generation_config.eos_token_id, args.max_new_tokens
 
-    def speculative(h):
-        gen = SpeculativeGenerator(target, h, **tree_options(h, DecodeConfig(), set())[0])  # the head's saved tree
+    def speculative(h, head_nodes: int | None = None):
+        """h decoded with the head's saved tree, or (head_nodes) a tree of that many nodes from its held-out accuracy."""
+        given = {"tree_size"} if head_nodes else set()
+        gen = SpeculativeGenerator(target, h, **tree_options(h, DecodeConfig(tree_size=head_nodes or 16), given)[0])
         return lambda ids: gen.generate(ids, n, eos_token_id=eos)
 
     variants = {
@@ -79,9 +83,13 @@ def main() -> None:
         "prompt lookup alone (chain <= 10)": speculative(LookupHead(10)),
     }
     if args.only_corpus:
-        variants = {k: v for k, v in variants.items() if k in ("plain", "+ corpus argmax chain of 8", "+ corpus tree of 8 nodes (the default)")}
+        keep = ("plain", "+ corpus argmax chain of 8", "+ corpus tree of 8 nodes (the default)", "lookup branch + corpus tree, no head")
+        variants = {k: v for k, v in variants.items() if k in keep}
     for k in args.corpus_nodes:
         variants[f"+ corpus tree of {k} nodes"] = speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))
+    for k in args.head_nodes:
+        variants[f"the default, the head's tree cut to {k} nodes"] = speculative(
+            HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8), head_nodes=k)
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
     for r in range(args.rounds):
         for name, decode in variants.items():

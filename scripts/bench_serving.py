@@ -25,11 +25,13 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import load_recipe
+from headstart.decode.vllm_proposer import CLASS_PATH, along_text_counts
 from headstart.eval.prediction import acceptance_from_counts, along_text_steps, headstart_acceptance
 from headstart.eval.prompts import load_eval_prompts
 from headstart.eval.serving import (
     SERVED,
     _model_folder,
+    corpus_env,
     engine_record,
     eos_ids,
     head_speculative_config,
@@ -53,6 +55,8 @@ def main() -> None:
     ap.add_argument("--head", required=True)
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--ngram-k", type=int, default=3, help="k of vLLM's n-gram proposer, run beside the head; 0: not run")
+    ap.add_argument("--corpus-ks", type=int, nargs="+", default=[],
+                    help="also vLLM with headstart's corpus proposer (decode/vllm_proposer.py; the head folder's corpus table) at these k")
     ap.add_argument("--out", default="runs/bench_serving.json")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_intermixed_args()
@@ -74,8 +78,11 @@ def main() -> None:
         if args.ngram_k:
             engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": args.ngram_k,
                                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
+        engines += [{"name": f"corpus{k}", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}}
+                    for k in args.corpus_ks]
+        env = corpus_env(args.head, Path(tmp)) if args.corpus_ks else None
         job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)
-        result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"))
+        result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"), env=env)
     ours = {k: headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos, plain=(k == args.ks[0])) for k in args.ks}
     acceptance = {}  # k -> vLLM's, headstart's on its own text, headstart's along vLLM's text; per prompt too
     for k in args.ks:
@@ -107,6 +114,13 @@ def main() -> None:
         ng_acc = counted(ng["metrics"])
         rows.append((f"vLLM n-gram, k={args.ngram_k}", args.ngram_k, ng_acc["mean_acceptance_length"], "-", "-",
                      ng["tokens"] / ng["seconds"], same(ng["outputs"])))
+    for k in args.corpus_ks:  # drafts of 0..k tokens: the acceptance length is per step that carried drafts
+        r = engine_record(result, f"corpus{k}")
+        along = along_text_counts(head.corpus, prompts, r["outputs"], k)
+        acceptance[f"corpus{k}"] = {"vllm": counted(r["metrics"]), "headstart_along_vllm_text": counted(along),
+                                    "per_prompt_vllm": [counted(m) for m in r["prompt_metrics"]]}
+        rows.append((f"vLLM + headstart's corpus proposer, k={k}", k, counted(r["metrics"])["mean_acceptance_length"], "-",
+                     counted(along)["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
     rows.append(("headstart plain loop", "-", 1.0, "-", "-", ours_base, same(ours_plain["outputs"])))
     for k in args.ks:
         h = ours[k]["head"]

@@ -26,8 +26,7 @@ from transformers.integrations import TensorBoardCallback
 from headstart import heads
 from headstart.adapter import add_adapter
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
-from headstart.heads.checkpoint import load_heads
-from headstart.heads.corpus import CorpusNgram
+from headstart.heads.checkpoint import load_heads, save_corpus
 from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy
 from headstart.heads.vocab import frequent_tokens
 from headstart.target import Target, is_partitioned, resolve_dtype
@@ -242,8 +241,8 @@ def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict, 
     out = Path(recipe.train.output_dir)
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
         head.save_pretrained(out / "final", trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
-        if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (heads/corpus.py)
-            CorpusNgram.of_examples(train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens).save(out / "final")
+        if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
+            save_corpus(out / "final", train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens)
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return out / "final"
 

@@ -6,7 +6,7 @@ root (`merge_branch`: where the tree already has a node with the next token the 
 elsewhere it adds nodes):
 - the **prompt-lookup branch** (decode/lookup.py): the continuation of the latest n-gram match in
   the row's context, `decode.prompt_lookup` tokens at most;
-- the **corpus tree** (heads/corpus.py, `decode.corpus_draft` nodes): the most probable paths,
+- the **corpus tree** (decode/corpus.py, `decode.corpus_draft` nodes): the most probable paths,
   taken best-first, in an n-gram table of the target's own training answers, saved with the head
   (`train.corpus_ngram`). It holds the phrases the target repeats across answers, which the
   context does not.

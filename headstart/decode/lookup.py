@@ -62,11 +62,12 @@ class NgramIndex:
             for n in range(1, min(self.max_ngram, end) + 1):
                 self.latest[n - 1][tuple(self.tokens[end - n :])] = end - n
 
-    def continuation(self, root: int, max_tokens: int) -> list[int]:
+    def continuation(self, root: int, max_tokens: int, min_ngram: int = 1) -> list[int]:
         """Up to max_tokens tokens that followed the latest earlier occurrence of the sequence's last
-        n tokens (root last), trying n = max_ngram first; [] when none of them occurred before."""
+        n tokens (root last), trying n = max_ngram first, down to min_ngram; [] when none of them
+        occurred before."""
         seq = self.tokens
-        for n in range(min(self.max_ngram, len(seq)), 0, -1):
+        for n in range(min(self.max_ngram, len(seq)), min_ngram - 1, -1):
             start = self.latest[n - 1].get((*seq[len(seq) - n + 1 :], int(root)))
             if start is not None:  # the n-gram lies within seq, so at least the root follows it
                 begin = start + n

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import headstart as hs
+from headstart.decode.corpus import FILE_NAME
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import EmbeddedModelMissing, gguf_path
-from headstart.heads.corpus import FILE_NAME
 from tests.helpers import ROOT, perturbed_heads
 
 

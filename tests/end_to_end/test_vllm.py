@@ -23,6 +23,7 @@ import transformers as tr
 import headstart as hs
 from headstart.chat import encode_chat
 from headstart.config import TrainConfig
+from headstart.decode.corpus import CorpusNgram
 from headstart.decode.plain import greedy_generate
 from headstart.eval.prediction import along_text_acceptance
 from headstart.eval.serving import (
@@ -134,7 +135,14 @@ def served(tmp_path_factory, smol_tokenizer):
         # a draft vocabulary, as the demo's Medusa head: served over the full vocabulary (heads/export.py)
         "medusa": noisy(hs.heads.build("medusa", target, num_heads=K, draft_vocab=torch.arange(0, 4096)), 0.002),
     }
-    cli = run_serve_check(tmp / "cli", tmp / "target", save_heads(heads["eagle3"], tmp / "eagle3-head", target))
+    head_folder = save_heads(heads["eagle3"], tmp / "eagle3-head", target)
+    # the table training saves beside a head (decode/corpus.py): serve-check then also serves headstart's corpus
+    # proposer (decode/vllm_proposer.py). Counted from the continuations, every 4th token of the second half
+    # changed, so that its chains are accepted whole on some prompts and in part on the others.
+    answers = [c[len(p) :].tolist() for c, p in zip(continuations, prompts)]
+    answers[2:] = [[t + 1 if i % 4 == 3 else t for i, t in enumerate(a)] for a in answers[2:]]
+    CorpusNgram.build(answers, order=3).save(head_folder)
+    cli = run_serve_check(tmp / "cli", tmp / "target", head_folder)
     exports = {  # engine name: (head, layout, vLLM method, k); "speculators" is the serve-check run's
         "eagle3": ("eagle3", "eagle3", "eagle3", K),
         "speculators": ("eagle3", "speculators", "eagle3", K),
@@ -247,7 +255,7 @@ def test_serve_check_cli(served):
     assert report["speed"]["vllm_plain"]["vs_vllm_plain"] == 1.0
     for key in ("vllm_head_vs_vllm_plain", "headstart_plain_vs_vllm_plain", "headstart_head_vs_vllm_plain"):
         assert report["agreement"][key]["matched"] == len(PROMPTS), key  # float32: identical outputs
-    assert set(report["engine_load_seconds"]) == {"plain", "head", "ngram"}
+    assert set(report["engine_load_seconds"]) == {"plain", "head", "ngram", "corpus"}
     c = report["draft_config"]  # what vLLM built the speculators draft from
     assert c["method"] == "eagle3" and c["norm_before_residual"] is False and c["dtype"] == "float32"
     assert c["eagle_aux_hidden_state_layer_ids"] == [i + 1 for i in served["heads"]["eagle3"].feature_layers]
@@ -259,6 +267,23 @@ def test_serve_check_cli(served):
                  f"| position {K}: share of drafts accepted this far |", "| vLLM n-gram (k = 3) |", "| headstart plain loop |",
                  f"| vLLM + head | {len(PROMPTS)}/{len(PROMPTS)} |", "Conventions:", "vLLM 0.32.0", "layout speculators"):
         assert text in md, text
+
+
+def test_corpus_proposer_served_with_the_counts_headstart_predicts(served):
+    """vLLM's custom_class proposer (decode/vllm_proposer.py) loads the head folder's corpus table in vLLM's
+    engine, drafts from it and from prompt lookup, leaves the float32 output identical to vLLM plain, and
+    vLLM's counters equal headstart's count along the text it served (`along_text_counts`)."""
+    corpus = cli_report(served)["corpus"]
+    v, h = corpus["vllm"], corpus["headstart_along_vllm_text"]
+    assert corpus["proposer"] == "headstart.decode.vllm_proposer.CorpusProposer" and corpus["chain"] == K
+    assert v["drafts"] > 0 and 0 < v["accepted"] < v["draft_tokens"] <= K * v["drafts"], v
+    assert corpus["agreement_vs_vllm_plain"]["matched"] == len(PROMPTS)
+    # The same drafts; accepted equal too, but for the last step of a request, where vLLM may accept drafts
+    # past max_tokens that the text (cut there) cannot show: at most k per prompt more on vLLM's side.
+    assert (v["drafts"], v["draft_tokens"]) == (h["drafts"], h["draft_tokens"]), (v, h)
+    assert 0 <= v["accepted"] - h["accepted"] <= K * len(PROMPTS), (v, h)
+    assert corpus["speed"]["tokens"] > 0 and corpus["speed"]["vs_vllm_plain"] > 0
+    assert "| vLLM + headstart's corpus proposer (chain ≤ 3) |" in served["cli"]["markdown"]
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ import torch
 from safetensors.torch import load_file
 
 import headstart as hs
+from headstart.decode.corpus import FILE_NAME
 from headstart.decode.hybrid import with_lookup
 from headstart.decode.plain import greedy_generate
-from headstart.heads.corpus import FILE_NAME
 from headstart.train.resume import last_complete_checkpoint
 from headstart.train.trainer import train
 from tests.helpers import assert_close, recipe

@@ -8,10 +8,10 @@ import torch
 
 import headstart as hs
 from headstart.config import DecodeConfig, EvalConfig
+from headstart.decode.corpus import CorpusNgram
 from headstart.decode.hybrid import HybridHead, verified_bounds, with_lookup
 from headstart.decode.plain import greedy_generate
 from headstart.eval.run import evaluate
-from headstart.heads.corpus import CorpusNgram
 from headstart.target import Target
 from tests.helpers import (
     PROMPT,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import random
+import stat
 from collections import Counter, defaultdict
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from headstart.heads.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
+from headstart.decode.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
 from headstart.train.data import Example
 
 
@@ -71,6 +73,9 @@ def test_saved_table_reloads_and_damage_is_one_clear_error(tmp_path):
     assert CorpusNgram.load(tmp_path) is None  # a head saved without one
     path = table.save(tmp_path)
     assert path.name == FILE_NAME
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # the umask's mode, as every file a head saves
     again = CorpusNgram.load(tmp_path)
     assert again.order == 4 and len(again) == len(table)
     for _ in range(20):

@@ -29,9 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from headstart.errors import HeadstartError
+from headstart.files import write_safetensors
 
 FILE_NAME = "corpus_ngram.safetensors"
 
@@ -175,7 +176,7 @@ class CorpusNgram:
             for name, array in zip(_ARRAYS, table):
                 tensors[f"{name}_{n}"] = torch.from_numpy(np.ascontiguousarray(array))
         meta = {"order": str(self.order), "top_k": str(self.top_k), "format": "headstart-corpus-ngram-2"}
-        save_file(tensors, str(path), metadata=meta)
+        write_safetensors(path, tensors, metadata=meta)  # renamed into place, the umask's mode (not safetensors' 0600)
         return path
 
     @classmethod

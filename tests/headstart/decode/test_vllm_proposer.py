@@ -1,0 +1,31 @@
+"""The corpus proposer vLLM serves (decode/vllm_proposer.py): its chain by hand, and the counts it
+predicts for vLLM along a text. vLLM itself runs it in tests/end_to_end/test_vllm.py."""
+
+from __future__ import annotations
+
+from headstart.decode.corpus import CorpusNgram
+from headstart.decode.vllm_proposer import along_text_counts, chain_draft
+
+# Answers the table is counted from: after 7 comes 8 9 (twice), after 3 comes 4 5.
+TABLE = CorpusNgram.build([[7, 8, 9], [7, 8, 9], [3, 4, 5]], order=2)
+
+
+def test_a_bigram_match_first_then_the_corpus_then_a_single_token_match():
+    assert chain_draft(TABLE, [1, 2, 6, 1, 2], 3) == [6, 1, 2]  # (1, 2) occurred before: what followed it
+    assert chain_draft(TABLE, [7, 5, 1, 7], 3) == [8, 9]  # no bigram (1, 7) before: the table's chain after 7
+    assert chain_draft(TABLE, [6, 5, 1, 6], 2) == [5, 1]  # neither: 6 alone occurred before
+    assert chain_draft(TABLE, [1, 2, 6, 1, 2], 1) == [6] and chain_draft(TABLE, [11, 12], 4) == []
+    assert chain_draft(TABLE, [], 3) == [] and chain_draft(TABLE, [1, 2, 1, 2], 0) == []
+
+
+def test_counts_along_a_text_follow_each_last_accepted_position():
+    # Prompt [3, 7]; the text 2 8 9 4 1: the first token comes from the prefill. After [3, 7, 2]: 2 never
+    # occurred before nor in the table -> no draft, 8 written. After [.., 2, 8]: the table's 8 -> 9 (and 9
+    # was never followed: a chain of 1), accepted, 4 written as the bonus. After [.., 9, 4]: 4 -> 5, rejected.
+    counts = along_text_counts(TABLE, [[3, 7]], [[2, 8, 9, 4, 1]], k=2)
+    assert counts == {"drafts": 2, "draft_tokens": 2, "accepted": 1, "accepted_per_pos": [1, 0]}
+    # A text that copies: prompt [1, 2, 9], text 1 2 9 1 2. After [1, 2, 9, 1]: no earlier (9, 1), nothing after
+    # 1 in the table, 1 alone occurred -> 2 9, both accepted, 1 written. After [.., 9, 1]: (9, 1) now occurred
+    # -> 2 9; 2 accepted, where the text ends.
+    counts = along_text_counts(TABLE, [[1, 2, 9]], [[1, 2, 9, 1, 2]], k=2)
+    assert counts == {"drafts": 2, "draft_tokens": 4, "accepted": 3, "accepted_per_pos": [2, 1]}
