@@ -55,7 +55,9 @@ def along_text_counts(corpus: CorpusNgram, prompts: list[list[int]], texts: list
     """What vLLM's counters read for `CorpusProposer` on these prompts if it wrote these texts
     (greedy): from each last accepted position, `chain_draft`'s chain is accepted while it matches
     the text. The first new token comes from the prefill, undrafted. Counts as vLLM's: drafts (steps
-    that carried drafts), draft tokens, accepted draft tokens, accepted per position."""
+    that carried drafts), draft tokens, accepted draft tokens, accepted per position. They equal
+    vLLM's, except that in the last step of a request cut at max_tokens vLLM also counts drafts
+    accepted past the cut, which the text cannot show (at most k more per request)."""
     drafts = draft_tokens = accepted = 0
     per_position = [0] * k
     for prompt, text in zip(prompts, texts, strict=True):
