@@ -322,12 +322,14 @@ def corpus_env(head_path: str | Path, tmp: Path) -> dict:
     link = tmp / "pythonpath" / "headstart"
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(PACKAGE_DIR, target_is_directory=True)
-    return {ENV: str(Path(head_path).resolve()), "PYTHONPATH": str(link.parent)}
+    path = os.pathsep.join(p for p in (str(link.parent), os.environ.get("PYTHONPATH")) if p)  # ours first, the user's kept
+    return {ENV: str(Path(head_path).resolve()), "PYTHONPATH": path}
 
 
 def corpus_report(result: dict, corpus, prompts: list[list[int]], k: int, base: float | None) -> dict:
     """vLLM with the corpus proposer: its acceptance beside headstart's count along the text it served
-    (`along_text_counts`, exact in float32), its speed and its agreement with vLLM plain."""
+    (`along_text_counts`: the same drafts; the same accepted but for the last step of a request cut
+    at max_tokens), its speed and its agreement with vLLM plain."""
     served, plain = engine_record(result, "corpus"), engine_record(result, "plain")
     m = served["metrics"]
     vllm_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])

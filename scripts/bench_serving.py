@@ -66,6 +66,8 @@ def main() -> None:
     target = Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation,
                                     pack_linears=t.pack_linears)
     head = load_heads(args.head, target=target)
+    if args.corpus_ks and head.corpus is None:
+        ap.error(f"--corpus-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
     layout, method = SERVED[head.kind][0][0], SERVED[head.kind][1]
     cfg = recipe.eval
     prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]

@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from headstart.decode.corpus import FILE_NAME, CorpusNgram
-from headstart.decode.lookup import NgramIndex, PromptLookupError
+from headstart.decode.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
+from headstart.decode.lookup import NgramIndex
 
 ENV = "HEADSTART_CORPUS"
 CLASS_PATH = "headstart.decode.vllm_proposer.CorpusProposer"
@@ -82,7 +82,7 @@ class CorpusProposer:
         folder = os.environ.get(ENV)
         corpus = CorpusNgram.load(folder) if folder else None
         if corpus is None:
-            raise PromptLookupError(f"set {ENV} to a head folder holding {FILE_NAME} (got {folder!r})")
+            raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {folder!r})")
         self.corpus = corpus
 
     def load_model(self, *args, **kwargs) -> None:
