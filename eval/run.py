@@ -26,6 +26,7 @@ from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.hybrid import verified_bounds
+from headstart.decode.lookup import common_prefix
 from headstart.decode.sampling import Sampling
 from headstart.decode.verify import acceptance_length
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats, varying_drafter_bound
@@ -227,10 +228,6 @@ def _prompt_info(files: str, prompts: list[EvalPrompt], max_new_tokens: int) -> 
     }
 
 
-def _first_difference(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
 def _row(t: float, method: str, turn: Turn) -> dict:
     """One turn of one method at temperature t, as the report's rows list it."""
     d = turn.decoded
@@ -321,7 +318,7 @@ def _bound(tau: float, cost: dict[int, float], verify_tokens: int, real: float |
 def _greedy_match(turns: list[Turn]) -> dict:
     """At temperature 0: how many turns equal plain decoding's, and the mean length they agree for."""
     matched = [t.decoded.tokens == t.plain for t in turns]
-    agree = [_first_difference(t.decoded.tokens, t.plain) for t in turns]
+    agree = [common_prefix(t.decoded.tokens, t.plain) for t in turns]
     return {
         "reference": "plain",
         "matched": sum(matched),

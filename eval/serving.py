@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from headstart.decode.lookup import common_prefix
 from headstart.decode.sampling import Sampling
 from headstart.decode.vllm_proposer import CLASS_PATH, ENV, PACKAGE_DIR, along_text_counts
 from headstart.errors import HeadstartError
@@ -123,7 +124,7 @@ def relative_difference(served: float | None, predicted: float | None) -> float 
 
 def agreement(outputs: list[list[int]], reference: list[list[int]]) -> dict:
     """How many outputs equal the reference token for token, and the mean agreeing prefix."""
-    prefixes = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))) for a, b in zip(outputs, reference)]
+    prefixes = [common_prefix(a, b) for a, b in zip(outputs, reference)]
     matched = sum(a == b for a, b in zip(outputs, reference))
     return {"matched": matched, "of": len(reference), "rate": matched / len(reference) if reference else None,
             "mean_agree_prefix": sum(prefixes) / len(prefixes) if prefixes else None}

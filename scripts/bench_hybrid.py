@@ -57,10 +57,10 @@ def main() -> None:
     target.pack_linears()
     head = load_heads(args.head, target=target)
     corpus = head.corpus
-    chain = copy.copy(corpus)
-    chain.top_k = 1  # the same table drafting its argmax chain (width 1)
     if corpus is None:
         p.error(f"{args.head} holds no corpus_ngram.safetensors: train it with this headstart (train.corpus_ngram > 0)")
+    chain = copy.copy(corpus)
+    chain.top_k = 1  # the same table drafting its argmax chain (width 1)
     tok = target.tokenizer
     records = load_eval_prompts(args.prompts, args.num_prompts)
     prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in records]

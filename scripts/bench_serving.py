@@ -118,11 +118,11 @@ def main() -> None:
                      ng["tokens"] / ng["seconds"], same(ng["outputs"])))
     for k in args.corpus_ks:  # drafts of 0..k tokens: the acceptance length is per step that carried drafts
         r = engine_record(result, f"corpus{k}")
-        along = along_text_counts(head.corpus, prompts, r["outputs"], k)
-        acceptance[f"corpus{k}"] = {"vllm": counted(r["metrics"]), "headstart_along_vllm_text": counted(along),
+        served_acc, along = counted(r["metrics"]), counted(along_text_counts(head.corpus, prompts, r["outputs"], k))
+        acceptance[f"corpus{k}"] = {"vllm": served_acc, "headstart_along_vllm_text": along,
                                     "per_prompt_vllm": [counted(m) for m in r["prompt_metrics"]]}
-        rows.append((f"vLLM + headstart's corpus proposer, k={k}", k, counted(r["metrics"])["mean_acceptance_length"], "-",
-                     counted(along)["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
+        rows.append((f"vLLM + headstart's corpus proposer, k={k}", k, served_acc["mean_acceptance_length"], "-",
+                     along["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
     rows.append(("headstart plain loop", "-", 1.0, "-", "-", ours_base, same(ours_plain["outputs"])))
     for k in args.ks:
         h = ours[k]["head"]

@@ -150,11 +150,15 @@ class LookupStats:
     corpus_accepted: int = 0  # accepted drafts along the corpus trees (their longest accepted path, whoever else drafted it)
 
 
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens two token sequences share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def accepted_run(drafted: list[int], state: DraftState) -> int:
     """How many leading tokens of the path `drafted` (last step's) the step accepted: the drafts
     committed with `state` (none at a new sequence)."""
-    accepted = state.committed[0, 1:].tolist() if state.start else []
-    return next((i for i, (a, b) in enumerate(zip(drafted, accepted)) if a != b), min(len(drafted), len(accepted)))
+    return common_prefix(drafted, state.committed[0, 1:].tolist() if state.start else [])
 
 
 def adapted_length(length: int, whole: bool, longest: int) -> int:

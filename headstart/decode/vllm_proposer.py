@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 
 from headstart.decode.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
-from headstart.decode.lookup import NgramIndex
+from headstart.decode.lookup import NgramIndex, common_prefix
 
 ENV = "HEADSTART_CORPUS"
 CLASS_PATH = "headstart.decode.vllm_proposer.CorpusProposer"
@@ -64,7 +64,7 @@ def along_text_counts(corpus: CorpusNgram, prompts: list[list[int]], texts: list
         done = 1
         while done < len(text):
             chain = chain_draft(corpus, [*prompt, *text[:done]], k)
-            run = next((i for i, (a, b) in enumerate(zip(chain, text[done:])) if a != b), min(len(chain), len(text) - done))
+            run = common_prefix(chain, text[done:])
             drafts, draft_tokens, accepted = drafts + bool(chain), draft_tokens + len(chain), accepted + run
             for d in range(run):
                 per_position[d] += 1
