@@ -109,7 +109,7 @@ def _with_lookup(named: dict, decode: DecodeConfig) -> dict:
     if "lookup" in named or any(label.endswith("+lookup") for label in named):
         raise EvalError("with decode.prompt_lookup > 0, 'lookup' and '<label>+lookup' name the lookup methods; relabel the head")
     length, ngram, copy, nodes = decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft
-    hybrids = {f"{label}+lookup": with_lookup(h, length, ngram, copy, nodes) for label, h in named.items()}
+    hybrids = {f"{label}+lookup": with_lookup(h, length, ngram, copy, nodes, decode.hybrid_nodes) for label, h in named.items()}
     corpus = next((h.corpus for h in named.values() if getattr(h, "corpus", None) is not None), None)
     free = {"corpus+lookup": HybridHead(None, length, ngram, copy, corpus, nodes)} if corpus is not None and nodes else {}
     return {**named, **hybrids, "lookup": LookupHead(length, ngram), **free}

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from headstart.decode.contract import DraftState, Proposal
-from headstart.decode.tree import HeldOutAccuracy, StaticTreeSpec, Tree
+from headstart.decode.tree import HeldOutAccuracy, StaticTreeSpec, Tree, path_scores
 from headstart.heads.feature_head import TargetParts
 from headstart.heads.losses import CE, Objective, hard_draft_loss, simulated_accept_length
 from headstart.heads.vocab import draft_size, draft_vocab_size, index_in_draft_vocab
@@ -39,6 +39,7 @@ class MedusaHeads(nn.Module):
     trainer), and `default_tree`, the tree it decodes with unless told otherwise (tune-tree)."""
 
     kind = "medusa"
+    scores_drafts = True  # its proposals carry each node's path probability (hybrid trees share a budget by it)
     feature_layers: tuple[int, ...] = ()  # reads the target's last hidden state only
     recipe_fields: tuple[str, ...] = ("num_heads", "num_layers", "shared_lm_head")
     held_out: HeldOutAccuracy | None = None
@@ -193,7 +194,8 @@ class MedusaHeads(nn.Module):
     def propose(self, state: DraftState, tree: Tree) -> Proposal:
         """Rank each depth's proposals from the hidden state at the last accepted token.
 
-        Depth d of the tree uses head d - 1; node (c1, ..., cd) gets head d-1's cd-th best token.
+        Depth d of the tree uses head d - 1; node (c1, ..., cd) gets head d-1's cd-th best token,
+        scored by the product of its heads' probabilities along the path (over the draft vocabulary).
         All needed heads are projected in one matmul when the lm_head is shared.
         """
         depth = tree.max_depth
@@ -206,7 +208,9 @@ class MedusaHeads(nn.Module):
             logits = self.project(hs, 0)  # (B, depth, n_draft): one matmul for all heads
         else:
             logits = torch.stack([self.project(hs[:, k], k) for k in range(depth)], dim=1)
-        ranked = self.draft_ids[logits.topk(need, dim=-1).indices]  # (B, depth, need) target ids
+        top = logits.float().softmax(-1).topk(need, dim=-1)  # (B, depth, need)
+        ranked = self.draft_ids[top.indices]  # target ids
         nodes_depth = tree.depth[1:].to(ranked.device) - 1
         nodes_choice = tree.choice[1:].to(ranked.device)
-        return Proposal(tokens=ranked[:, nodes_depth, nodes_choice], tree=tree)
+        scores = path_scores(top.values[:, nodes_depth, nodes_choice], tree.parent)  # (B, N)
+        return Proposal(tokens=ranked[:, nodes_depth, nodes_choice], tree=tree, scores=scores)

@@ -141,7 +141,7 @@ def cmd_generate(args) -> int:
     target = _target(recipe)
     head = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
     decode = recipe.decode
-    head = with_lookup(head, decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft)  # hybrid trees
+    head = with_lookup(head, decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft, decode.hybrid_nodes)  # hybrid trees
     options, source = tree_options(head, recipe.decode, given)
     gen = SpeculativeGenerator(target, head, **options)
     tok = target.tokenizer
@@ -164,7 +164,9 @@ def cmd_generate(args) -> int:
     settings = gen.tree_settings()
     lookup = settings.get("lookup")
     branch = f", + a prompt-lookup branch of up to {lookup['max_tokens']} tokens" if lookup else ""
-    branch += f" and a corpus tree of {lookup['corpus_nodes']} nodes" if lookup and lookup.get("corpus_nodes") else ""
+    if lookup and lookup.get("corpus_nodes"):
+        branch += (f" and a corpus tree, the head's nodes and the corpus's sharing {lookup['shared_nodes']} by probability"
+                   if lookup.get("shared_nodes") else f" and a corpus tree of {lookup['corpus_nodes']} nodes")
     print(
         f"\n[acceptance length {out.acceptance_length:.2f} ({settings['kind']} tree: {settings['size']} nodes, depth "
         f"{settings['depth']}, top-k {settings['top_k']}{branch}; from the {source}), {len(out.accepted_per_step)} target forwards, "

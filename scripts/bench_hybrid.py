@@ -50,6 +50,8 @@ def main() -> None:
     p.add_argument("--corpus-nodes", type=int, nargs="*", default=[], help="also the full hybrid with corpus trees of these many nodes")
     p.add_argument("--head-nodes", type=int, nargs="*", default=[],
                    help="also the default hybrid with the head's tree rebuilt from its held-out accuracy at these sizes (Medusa)")
+    p.add_argument("--shared-nodes", type=int, nargs="*", default=[],
+                   help="also the full hybrid with the head's scored nodes and the corpus's sharing these many nodes (decode.hybrid_nodes)")
     p.add_argument("--only-corpus", action="store_true", help="only plain, the argmax chain, the default hybrid and the --corpus-nodes variants")
     args = p.parse_args()
 
@@ -87,6 +89,9 @@ def main() -> None:
         variants = {k: v for k, v in variants.items() if k in keep}
     for k in args.corpus_nodes:
         variants[f"+ corpus tree of {k} nodes"] = speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))
+    for k in args.shared_nodes:
+        variants[f"+ head and corpus share {k} nodes"] = speculative(
+            HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8, shared_nodes=k))
     for k in args.head_nodes:
         variants[f"the default, the head's tree cut to {k} nodes"] = speculative(
             HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8), head_nodes=k)

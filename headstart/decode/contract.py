@@ -69,12 +69,15 @@ class Proposal:
 
     draft_probs, when given, is the distribution (B, N, V) each node's token was *sampled* from
     (its parent's draft distribution); without it, drafts are deterministic choices (q = 1 on the
-    token), which verification treats exactly.
+    token), which verification treats exactly. scores, when given, is the head's own estimate
+    (B, N) that each node's path from the root is accepted (the product of its draft
+    probabilities along the path): hybrid trees rank the head's nodes against the corpus's by it.
     """
 
     tokens: torch.Tensor  # (B, N)
     tree: Tree
     draft_probs: torch.Tensor | None = None
+    scores: torch.Tensor | None = None  # (B, N)
 
 
 @runtime_checkable
@@ -88,7 +91,8 @@ class DraftHead(Protocol):
     sequence, an object with `propose`: the engine makes one per row of a batch), `options` (a
     dict of the head's architecture options: "num_heads", the deepest static tree it can fill),
     `default_tree` (a `TreeSpec`: the tree to decode with unless told otherwise) and `held_out`
-    (a `HeldOutAccuracy`: the measured per-depth top-k accuracy that `tree="auto"` builds a tree from).
+    (a `HeldOutAccuracy`: the measured per-depth top-k accuracy that `tree="auto"` builds a tree from)
+    and `scores_drafts` (True: its greedy proposals carry `scores`).
 
     How a batch is drafted: with `drafter()`, one drafter per row; else a static head without
     `needs_features` drafts for all rows in one call (B rows in, tokens (B, N) out); else the

@@ -148,26 +148,30 @@ class CorpusNgram:
                 return found
         return (), ()
 
-    def tree(self, context: list[int], nodes: int, width: int | None = None) -> list[list[int]]:
-        """The corpus tree after `context`: up to `nodes` token paths from the root, taken best-first
-        by probability (each a step's `width` most probable next tokens, default all kept), returned
-        as its leaves (the paths no other path extends), in the order they were taken."""
+    def scored_tree(self, context: list[int], nodes: int, width: int | None = None) -> list[tuple[list[int], float]]:
+        """The corpus tree after `context`: up to `nodes` token paths from the root with their
+        probabilities, taken best-first (each a step's `width` most probable next tokens, default all
+        kept); a path's parent always comes before it."""
         width = width or self.top_k
         tokens, probs = self.successors(context)
         heap = [(-p, i, [t]) for i, (t, p) in enumerate(zip(tokens[:width], probs[:width]))]
         heapq.heapify(heap)
-        taken: list[list[int]] = []
-        inner: set[tuple[int, ...]] = set()  # taken paths that a taken path extends
+        taken: list[tuple[list[int], float]] = []
         serial = len(heap)  # breaks probability ties in the order paths were found
         while heap and len(taken) < nodes:
             neg_p, _, path = heapq.heappop(heap)
-            taken.append(path)
-            inner.add(tuple(path[:-1]))
+            taken.append((path, -neg_p))
             tokens, probs = self.successors(context[-self.order :] + path)
             for t, p in zip(tokens[:width], probs[:width]):
                 heapq.heappush(heap, (neg_p * p, serial, [*path, t]))
                 serial += 1
-        return [p for p in taken if tuple(p) not in inner]
+        return taken
+
+    def tree(self, context: list[int], nodes: int, width: int | None = None) -> list[list[int]]:
+        """`scored_tree`'s paths as the tree's leaves (the paths no other path extends), in the order
+        they were taken."""
+        taken = [path for path, _ in self.scored_tree(context, nodes, width)]
+        return leaves(taken)
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / FILE_NAME
@@ -202,6 +206,12 @@ class CorpusNgram:
 
 
 _ARRAYS = ("contexts", "totals", "starts", "next", "counts")
+
+
+def leaves(paths: list[list[int]]) -> list[list[int]]:
+    """The paths of a prefix-closed set that no other path of it extends, in their order."""
+    inner = {tuple(p[:-1]) for p in paths}
+    return [p for p in paths if tuple(p) not in inner]
 
 
 def _first_format(tensors: dict, n: int) -> tuple[np.ndarray, ...]:

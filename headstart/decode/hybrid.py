@@ -19,8 +19,13 @@ shrinks by 1 (down to 1) after one that did not (HF's rule for assistant tokens)
 passages, one node elsewhere. The corpus tree keeps its budget: adapted the same way, it lost
 more τ than it saved nodes (teacher-forced on 36 held-out prompts beside the branch: τ 2.17 with
 7.8 nodes a step in all, against 2.39 with 11.9 for the fixed 8).
-The head's tree is kept whole, except while the text copies its context (the last branch was at
-least L long and accepted whole): then the step verifies the branch alone, as prompt lookup alone
+A head that scores its drafts (Medusa: each node's probability along its path, its heads' softmax
+over the draft vocabulary) shares a budget with the corpus instead (`decode.hybrid_nodes`, S):
+the head's nodes and the corpus tree's best-first paths (count / (occurrences + 1) along the path)
+compete, and the S most probable of both form the tree (`shared_tree`), so that the head's nodes
+join where it is surer than the corpus and the corpus's where the target repeats itself.
+Any other head's tree is kept whole. While the text copies its context (the last branch was at
+least L long and accepted whole), the step verifies the branch alone, as prompt lookup alone
 would, without the head's drafting and width, and the branch doubles after each step that
 accepts it whole, up to `copy_tokens` (`decode.lookup_copy`, default 40): a passage copied from
 the prompt is verified 20 and 40 tokens at a time instead of 10 (on the demo's held-out summary:
@@ -38,6 +43,7 @@ import copy
 import torch
 
 from headstart.decode.contract import DraftState, Proposal, TreeSpec
+from headstart.decode.corpus import leaves
 from headstart.decode.dynamic import DynamicTreeSpec, tree_from_parents
 from headstart.decode.lookup import (
     Branch,
@@ -85,6 +91,35 @@ def merge_into(proposal: Proposal, paths: list[list[int]]) -> tuple[Proposal, li
     return Proposal(torch.tensor([tokens], dtype=proposal.tokens.dtype, device=dev), tree_from_parents(parents), q), merges
 
 
+def scored_paths(proposal: Proposal) -> list[tuple[list[int], float]]:
+    """A one-row proposal's nodes as (token path from the root, the head's score), parents first."""
+    tokens, parents, scores = proposal.tokens[0].tolist(), proposal.tree.parent[1:].tolist(), proposal.scores[0].tolist()
+    paths: list[tuple[list[int], float]] = []
+    for token, parent, score in zip(tokens, parents, scores):
+        paths.append(([*paths[parent - 1][0], token] if parent > 0 else [token], score))
+    return paths
+
+
+def shared_tree(head: list[tuple[list[int], float]], corpus: list[tuple[list[int], float]], nodes: int) -> list[list[int]]:
+    """The `nodes` most probable paths of the head's and the corpus's (a path both hold counts at
+    the higher of its two scores), closed under prefixes, parents first. A path's score never
+    exceeds its parent's, so the best `nodes` are a tree: a path whose parent was not taken (a
+    tie at the cut) is skipped."""
+    score: dict[tuple[int, ...], float] = {}
+    for path, p in (*head, *corpus):
+        key = tuple(path)
+        score[key] = max(score.get(key, 0.0), p)
+    taken: set[tuple[int, ...]] = set()
+    chosen: list[list[int]] = []
+    for key in sorted(score, key=lambda k: (-score[k], len(k))):
+        if len(chosen) == nodes:
+            break
+        if len(key) == 1 or key[:-1] in taken:
+            taken.add(key)
+            chosen.append(list(key))
+    return chosen
+
+
 class _CorpusTree:
     """One row's corpus tree (`CorpusNgram.tree`, a fixed budget of nodes) and its last leaves, to credit."""
 
@@ -103,6 +138,11 @@ class _CorpusTree:
         self.last = self.corpus.tree([*committed[-self.corpus.order :], root], self.nodes)
         return self.last
 
+    def scored(self, committed: list[int], root: int, nodes: int) -> list[tuple[list[int], float]]:
+        """Up to `nodes` paths of the tree after the committed tokens and the root, with their
+        probabilities (`CorpusNgram.scored_tree`); the caller says which it kept (`self.last`)."""
+        return self.corpus.scored_tree([*committed[-self.corpus.order :], root], nodes)
+
 
 class HybridDrafter:
     """One sequence's hybrid drafting: the head's own drafter, then the lookup branch and the
@@ -119,6 +159,7 @@ class HybridDrafter:
         self.inner = None if inner is None else inner.drafter() if hasattr(inner, "drafter") else copy.copy(inner)
         self.branch = Branch(head.max_tokens, head.max_ngram, head.stats, adapt=True, copy_tokens=head.copy_tokens)
         self.corpus = _CorpusTree(head.corpus, head.corpus_nodes, head.stats) if head.uses_corpus else None
+        self.shared_nodes = head.shared_nodes if self.corpus else 0
         self.pending: DraftState | None = None  # what was committed while the head sat out
 
     def propose(self, state: DraftState, tree_or_spec) -> Proposal:
@@ -136,15 +177,28 @@ class HybridDrafter:
         else:
             proposal = self.inner.propose(_joined(self.pending, state), tree_or_spec)
             self.pending = None
-        paths = [branch] if branch else []
-        if self.corpus:
-            paths += self.corpus.draft(self.branch.index.tokens, int(state.root[0]))
-        proposal, merges = merge_into(proposal, paths)
+        if self.shared_nodes and proposal.scores is not None and proposal.draft_probs is None:
+            proposal = self._shared(proposal, int(state.root[0]))
+            paths = []
+        else:
+            paths = self.corpus.draft(self.branch.index.tokens, int(state.root[0])) if self.corpus else []
+        proposal, merges = merge_into(proposal, [branch, *paths] if branch else paths)
         if branch:
             self.branch.shared = merges[0].shared
             stats.added += merges[0].added
         stats.corpus_added += sum(m.added for m in merges[bool(branch) :])
         return proposal
+
+    def _shared(self, proposal: Proposal, root: int) -> Proposal:
+        """The head's scored nodes and the corpus's competing for `shared_nodes` (`shared_tree`),
+        as a proposal of their own; the corpus paths taken are kept to be credited."""
+        head = scored_paths(proposal)
+        corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
+        chosen = shared_tree(head, corpus, self.shared_nodes)
+        from_corpus = {tuple(p) for p, _ in corpus}
+        self.corpus.last = leaves([p for p in chosen if tuple(p) in from_corpus])
+        self.branch.stats.corpus_added += len({tuple(p) for p in chosen} - {tuple(p) for p, _ in head})
+        return merge_into(chain_proposal([], proposal.tokens.device), leaves(chosen))[0]
 
 
 class HybridHead:
@@ -161,11 +215,12 @@ class HybridHead:
     needs_features = True
 
     def __init__(self, head, max_tokens: int = 10, max_ngram: int = 2, copy_tokens: int = 0, corpus=None,
-                 corpus_nodes: int = 8):
+                 corpus_nodes: int = 8, shared_nodes: int = 0):
         check_lookup_settings(max_tokens, max_ngram)
         self.head, self.max_tokens, self.max_ngram = head, max_tokens, max_ngram
         self.copy_tokens = max(copy_tokens, max_tokens)
         self.corpus, self.corpus_nodes = corpus, corpus_nodes
+        self.shared_nodes = shared_nodes if getattr(head, "scores_drafts", False) else 0  # only a head that scores its nodes shares
         self.kind = "corpus+lookup" if head is None else f"{head.kind}+lookup"
         self.dynamic = True if head is None else bool(getattr(head, "dynamic", False))
         self.feature_layers = tuple(getattr(head, "feature_layers", ()) or ())
@@ -195,6 +250,8 @@ class HybridHead:
         if self.uses_corpus:
             settings["corpus_nodes"] = self.corpus_nodes
             settings["corpus_order"] = self.corpus.order
+        if self.shared_nodes and self.uses_corpus:
+            settings["shared_nodes"] = self.shared_nodes
         if self.head is None:
             settings["head"] = False
         return settings
@@ -208,25 +265,27 @@ class HybridHead:
         return self._own.propose(state, tree_or_spec)
 
 
-def with_lookup(head, max_tokens: int, max_ngram: int = 2, copy_tokens: int = 0, corpus_nodes: int = 0):
+def with_lookup(head, max_tokens: int, max_ngram: int = 2, copy_tokens: int = 0, corpus_nodes: int = 0,
+                shared_nodes: int = 0):
     """`head` with lookup branches (`decode.prompt_lookup` tokens, 0 = the head as it is; up to
     `decode.lookup_copy` while the text copies its context) and, when it carries a corpus table
-    (`head.corpus`, saved by training), corpus trees of `decode.corpus_draft` nodes."""
+    (`head.corpus`, saved by training), corpus trees of `decode.corpus_draft` nodes; where the head
+    scores its drafts, its nodes and the corpus's share `decode.hybrid_nodes` (0: its tree whole)."""
     if not max_tokens:
         return head
-    return HybridHead(head, max_tokens, max_ngram, copy_tokens, getattr(head, "corpus", None), corpus_nodes)
+    return HybridHead(head, max_tokens, max_ngram, copy_tokens, getattr(head, "corpus", None), corpus_nodes, shared_nodes)
 
 
 def verified_bounds(settings: dict) -> tuple[int, int]:
     """(deepest draft, most draft nodes) one verification may hold, from a generator's tree settings
     with a head's `lookup` block: a hybrid's branch of L tokens reaches depth L and adds at most L
-    nodes, its corpus tree of C nodes at most C deep; while the text copies its context the branch
-    runs alone, up to copy_tokens long."""
+    nodes, its corpus tree of C nodes at most C deep (a shared tree of S nodes: at most S nodes, S
+    deep); while the text copies its context the branch runs alone, up to copy_tokens long."""
     lookup = settings.get("lookup")
     if not lookup or not lookup["branch"]:
         return settings["depth"], settings["size"]
     head_depth, head_size = (settings["depth"], settings["size"]) if lookup.get("head", True) else (0, 0)
-    corpus = lookup.get("corpus_nodes", 0)
+    corpus = max(lookup.get("corpus_nodes", 0), lookup.get("shared_nodes", 0))
     longest = lookup.get("copy_tokens", lookup["max_tokens"])
     depth = max(head_depth, lookup["max_tokens"], corpus, longest)
     return depth, max(head_size + lookup["max_tokens"] + corpus, longest)

@@ -52,6 +52,16 @@ class Tree:
         return need
 
 
+def path_scores(node_probs: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
+    """node_probs (B, N): each node's own draft probability; parent (N + 1,): a Tree's parent index
+    (parents before children). Returns (B, N) the product of the probabilities along each node's path."""
+    scores = node_probs.clone()
+    for i, p in enumerate(parent[1:].tolist()):
+        if p > 0:
+            scores[:, i] *= scores[:, p - 1]
+    return scores
+
+
 def tree_from_paths(paths) -> Tree:
     """Build a Tree from paths; every prefix of a path must itself be a path."""
     try:

@@ -1,5 +1,5 @@
 """Hybrid trees: a head's tree with a prompt-lookup branch and a corpus tree, lossless; the
-branch alone while the text copies its context; the two sources without a head."""
+branch alone while the text copies its context; the two sources without a head; a scoring head and the corpus sharing a budget."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import torch
 
 import headstart as hs
 from headstart.config import DecodeConfig, EvalConfig
+from headstart.decode.contract import DraftState
 from headstart.decode.corpus import CorpusNgram
-from headstart.decode.hybrid import HybridHead, verified_bounds, with_lookup
+from headstart.decode.hybrid import HybridHead, shared_tree, verified_bounds, with_lookup
 from headstart.decode.plain import greedy_generate
+from headstart.decode.tree import load_tree
 from headstart.eval.run import evaluate
 from headstart.target import Target
 from tests.helpers import (
@@ -80,6 +82,57 @@ def test_corpus_trees_are_accepted_and_decoding_stays_lossless(arch, kind):
     gen = hs.SpeculativeGenerator(target, hybrid, **options)
     a, b = (gen.generate(prompts, 30, temperature=0.8, seed=5, eos_token_id=[]) for _ in range(2))
     assert torch.equal(a.sequences, b.sequences) and a.accepted_per_step == b.accepted_per_step
+
+
+def test_shared_tree_takes_the_most_probable_paths_of_both_sources():
+    head = [([5], 0.6), ([7], 0.2), ([5, 6], 0.3), ([7, 1], 0.2)]
+    corpus = [([5], 0.5), ([8], 0.4), ([8, 9], 0.35), ([5, 6], 0.45)]
+    # [5, 6] counts at the corpus's 0.45; the cut at 5 falls in the tie of [7] and [7, 1]: the parent first
+    assert shared_tree(head, corpus, 5) == [[5], [5, 6], [8], [8, 9], [7]]
+    assert shared_tree(head, corpus, 2) == [[5], [5, 6]]
+    assert shared_tree(head, [], 3) == [[5], [5, 6], [7]]
+    assert shared_tree([], [], 4) == []
+
+
+def test_medusa_scores_its_nodes_by_the_product_of_its_probabilities_along_the_path():
+    target = tiny_target("llama")
+    head = perturbed_of("medusa", target)
+    hidden = target(random_prompts()[:2]).hidden[:, -1]  # (2, D)
+    tree = load_tree("tree8")
+    proposal = head.propose(DraftState(hidden, torch.zeros(2, dtype=torch.long)), tree)
+    with torch.no_grad():
+        probs = [head.project(head.blocks[k](hidden), k).float().softmax(-1) for k in range(tree.max_depth)]  # (2, V) each
+    for b in range(2):
+        for i, path in enumerate(tree.paths):
+            ranked = [probs[d][b].sort(descending=True).values[c] for d, c in enumerate(path)]
+            expected = torch.stack(ranked).prod()
+            assert torch.allclose(proposal.scores[b, i], expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_a_head_and_the_corpus_sharing_a_budget_stay_lossless(arch):
+    """hybrid_nodes: the Medusa head's scored nodes and the corpus tree's compete for 6 nodes (the
+    lookup branch of up to 4 beside them); greedy float32 output equals plain decoding, the corpus
+    nodes are drafted and accepted, and no proposal exceeds the budget."""
+    target = tiny_target(arch)
+    corpus = _own_corpus(target)
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 40, eos_token_id=[])
+    hybrid = HybridHead(perturbed_of("medusa", target), max_tokens=4, corpus=corpus, corpus_nodes=8, shared_nodes=6)
+    gen = hs.SpeculativeGenerator(target, hybrid, tree="tree8")
+    out = gen.generate(prompts, 40, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences)
+    assert hybrid.stats.corpus_added > 0 and hybrid.stats.corpus_accepted > 0
+    assert gen.tree_settings()["lookup"]["shared_nodes"] == 6 and verified_bounds(gen.tree_settings())[1] >= 6 + 4
+    prompt = prompts[:1]
+    first = target(prompt)
+    state = DraftState(first.hidden[:, -1], target.logits(first.hidden[:, -1]).argmax(-1), first.hidden, prompt, 0)
+    proposal = hybrid.drafter().propose(state, load_tree("tree8"))
+    assert 6 <= proposal.tokens.shape[1] <= 6 + 4 and proposal.draft_probs is None
+    # A head without scores (EAGLE-3's sampled or dynamic drafts) keeps its tree and the corpus tree beside it.
+    eagle = HybridHead(perturbed_of("eagle3", target), max_tokens=4, corpus=corpus, corpus_nodes=6, shared_nodes=6)
+    out = hs.SpeculativeGenerator(target, eagle, depth=3, top_k=2, total_tokens=6).generate(prompts, 40, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences) and eagle.stats.corpus_accepted > 0
 
 
 def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
