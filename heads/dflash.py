@@ -147,6 +147,7 @@ class DFlashHead(FeatureHead):
     tree is `default_tree` (heads/results.py)."""
 
     kind = "dflash"
+    scores_drafts = False  # a block drafted in one forward: no path probabilities
     recipe_fields: tuple[str, ...] = ("feature_layers", "draft_layers", "block_size")
 
     def __init__(self, options: dict, target):

@@ -78,7 +78,7 @@ class FeatureDrafter(CachedDrafter):
         root_logp = head.draft_logits(h_root).float().log_softmax(-1)
         parents, scores, toks, _ = grow_tree(root_logp, spec, expand, head.draft_ids)
         truncate(self.cache, committed)
-        kept, tree = select_dynamic_tree(
+        kept, tree, kept_scores = select_dynamic_tree(
             torch.tensor(parents), torch.tensor(scores), torch.tensor(toks, device=dev), spec.total_tokens
         )
-        return Proposal(kept[None], tree)
+        return Proposal(kept[None], tree, scores=kept_scores.exp()[None])  # scores: path probabilities

@@ -248,6 +248,11 @@ class Eagle3Head(FeatureHead):
         return term.loss
 
     # ---- drafting ----
+    @property
+    def scores_drafts(self) -> bool:
+        """EAGLE-2 tree growth scores its nodes; parallel drafting does not."""
+        return not self.parallel_tokens
+
     def drafter(self) -> FeatureDrafter | ParallelDrafter:
         """A fresh drafting state for one sequence: parallel drafting (one forward for K positions), or
         EAGLE-2 tree growth."""

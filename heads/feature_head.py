@@ -132,6 +132,7 @@ class FeatureHead(nn.Module):
 
     dynamic = True
     needs_features = True
+    scores_drafts = True  # FeatureDrafter's proposals carry each node's path probability (hybrid trees share a budget by it)
     feature_layers: tuple[int, ...] = ()  # the target layers read besides its last hidden state
     # Set after the head is built (heads/results.py): the tree it decodes with unless told otherwise, and
     # which target layer init_from_target copied into its draft layer. `held_out` stays None: per-step

@@ -7,7 +7,8 @@ Decodes the held-out prompts greedily with headstart's plain loop and with hybri
 the head (its saved tree), the prompt-lookup branch (L = 10), the branch growing alone while the text
 copies its context (`decode.lookup_copy`) and the corpus tree (`decode.corpus_draft` nodes, the head
 folder's corpus_ngram.safetensors; beside it the same table's argmax chain), each switched on in
-turn, plus the sources without the head and
+turn, the head's nodes and the corpus's sharing a budget (`--shared-nodes`, `decode.hybrid_nodes`),
+plus the sources without the head and
 prompt lookup alone; every variant over the same prompts, `--rounds` times in turn, so that drift on
 a shared machine falls on all. Prints τ (bonus token counted), tokens/s and the ratio to plain
 decoding, overall and per category. Embedded target in bf16, weights packed, unless told otherwise.
@@ -49,10 +50,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2, help="passes over every variant; tokens and seconds are summed")
     p.add_argument("--corpus-nodes", type=int, nargs="*", default=[], help="also the full hybrid with corpus trees of these many nodes")
     p.add_argument("--head-nodes", type=int, nargs="*", default=[],
-                   help="also the default hybrid with the head's tree rebuilt from its held-out accuracy at these sizes (Medusa)")
+                   help="also the head's tree whole beside the corpus tree, rebuilt from its held-out accuracy at these sizes (Medusa)")
     p.add_argument("--shared-nodes", type=int, nargs="*", default=[],
                    help="also the full hybrid with the head's scored nodes and the corpus's sharing these many nodes (decode.hybrid_nodes)")
-    p.add_argument("--only-corpus", action="store_true", help="only plain, the argmax chain, the default hybrid and the --corpus-nodes variants")
+    p.add_argument("--only-corpus", action="store_true", help="only plain, the argmax chain, the corpus tree beside the head's, no head, and the variants asked for")
     args = p.parse_args()
 
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
@@ -80,20 +81,21 @@ def main() -> None:
         "head + lookup branch (L 10)": speculative(HybridHead(head, 10)),
         "+ copying branch grows to 40": speculative(HybridHead(head, 10, copy_tokens=40)),
         "+ corpus argmax chain of 8": speculative(HybridHead(head, 10, copy_tokens=40, corpus=chain, corpus_nodes=8)),
-        "+ corpus tree of 8 nodes (the default)": speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8)),
+        "+ corpus tree of 8 nodes beside the head's tree": speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8)),
         "lookup branch + corpus tree, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8)),
         "prompt lookup alone (chain <= 10)": speculative(LookupHead(10)),
     }
     if args.only_corpus:
-        keep = ("plain", "+ corpus argmax chain of 8", "+ corpus tree of 8 nodes (the default)", "lookup branch + corpus tree, no head")
+        keep = ("plain", "+ corpus argmax chain of 8", "+ corpus tree of 8 nodes beside the head's tree", "lookup branch + corpus tree, no head")
         variants = {k: v for k, v in variants.items() if k in keep}
     for k in args.corpus_nodes:
         variants[f"+ corpus tree of {k} nodes"] = speculative(HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))
     for k in args.shared_nodes:
-        variants[f"+ head and corpus share {k} nodes"] = speculative(
+        default = " (the default, decode.hybrid_nodes)" if k == DecodeConfig().hybrid_nodes else ""
+        variants[f"+ head and corpus share {k} nodes{default}"] = speculative(
             HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8, shared_nodes=k))
     for k in args.head_nodes:
-        variants[f"the default, the head's tree cut to {k} nodes"] = speculative(
+        variants[f"+ corpus tree of 8 nodes beside the head's tree cut to {k} nodes"] = speculative(
             HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8), head_nodes=k)
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
     for r in range(args.rounds):

@@ -92,9 +92,9 @@ class DraftModelProposer:
             tokens = self._chain_draft(logp, spec.depth, root_pos)
             parents = torch.arange(-1, tokens.numel() - 1)
             scores = -torch.arange(tokens.numel(), dtype=torch.float)
-            kept, tree = select_dynamic_tree(parents, scores, tokens, spec.total_tokens)
+            kept, tree, _ = select_dynamic_tree(parents, scores, tokens, spec.total_tokens)
         else:
-            kept, tree = self._tree_draft(logp, spec, root_pos)
+            kept, tree, _ = self._tree_draft(logp, spec, root_pos)
             truncate(self.cache, root_pos)
             self._chain = []
         return Proposal(kept[None], tree)

@@ -88,14 +88,14 @@ def tree_from_parents(parents, choice=None) -> Tree:
 
 def select_dynamic_tree(
     parents: torch.Tensor, scores: torch.Tensor, tokens: torch.Tensor, total_tokens: int
-) -> tuple[torch.Tensor, Tree]:
+) -> tuple[torch.Tensor, Tree, torch.Tensor]:
     """EAGLE-2's reranking: keep the `total_tokens` candidates of highest cumulative score.
 
     Candidates are the nodes a drafter grew, in topological order: parents (M,) index of each
     candidate's parent among the candidates (-1 for a child of the root), scores (M,) cumulative
     log-probabilities (a child never scores above its parent), tokens (M,). The kept set is closed
     under ancestors (ties favour the shallower, earlier node) and keeps the drafter's order.
-    Returns the kept tokens (n,) and their Tree.
+    Returns the kept tokens (n,), their Tree and their scores (n,).
     """
     m = parents.numel()
     if m == 0:
@@ -116,7 +116,7 @@ def select_dynamic_tree(
     new_index[kept] = torch.arange(1, kept.numel() + 1)
     kept_par = parents[kept]
     tree_parents = torch.where(kept_par >= 0, new_index[kept_par.clamp(min=0)], torch.zeros_like(kept_par))
-    return tokens[kept], tree_from_parents(tree_parents)
+    return tokens[kept], tree_from_parents(tree_parents), scores[kept]
 
 
 def grow_tree(root_logp: torch.Tensor, spec: DynamicTreeSpec, expand, token_ids: torch.Tensor | None = None):

@@ -19,8 +19,9 @@ shrinks by 1 (down to 1) after one that did not (HF's rule for assistant tokens)
 passages, one node elsewhere. The corpus tree keeps its budget: adapted the same way, it lost
 more τ than it saved nodes (teacher-forced on 36 held-out prompts beside the branch: τ 2.17 with
 7.8 nodes a step in all, against 2.39 with 11.9 for the fixed 8).
-A head that scores its drafts (Medusa: each node's probability along its path, its heads' softmax
-over the draft vocabulary) shares a budget with the corpus instead (`decode.hybrid_nodes`, S):
+A head that scores its drafts (`scores_drafts`: each node's probability along its path; Medusa's
+heads' softmax products, an EAGLE-2 tree's exp of the cumulative draft log-probability) shares a
+budget with the corpus instead (`decode.hybrid_nodes`, S):
 the head's nodes and the corpus tree's best-first paths (count / (occurrences + 1) along the path)
 compete, and the S most probable of both form the tree (`shared_tree`), so that the head's nodes
 join where it is surer than the corpus and the corpus's where the target repeats itself.

@@ -43,7 +43,7 @@ class DynamicOracle:
             parents.append(parent)
             tokens.append(int(torch.randint(0, VOCAB, (1,), generator=self.gen)))
             scores.append((scores[parent] if parent >= 0 else 0.0) - float(torch.rand(1, generator=self.gen)) - 0.2)
-        kept, tree = select_dynamic_tree(torch.tensor(parents), torch.tensor(scores), torch.tensor(tokens), spec.total_tokens)
+        kept, tree, _ = select_dynamic_tree(torch.tensor(parents), torch.tensor(scores), torch.tensor(tokens), spec.total_tokens)
         return Proposal(kept[None], tree)
 
 

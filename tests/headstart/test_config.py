@@ -23,8 +23,8 @@ def test_every_recipe_loads_and_opens_with_its_command(path):
     recipe = load_recipe(path)
     assert isinstance(recipe, Recipe)
     # recipes/<target>/<head kind>.yaml; medusa2.yaml trains Medusa heads jointly with LoRA adapters,
-    # eagle3-parallel.yaml EAGLE-3 heads that draft in parallel (P-EAGLE)
-    expected = {"medusa2": ("medusa", True, False), "eagle3-parallel": ("eagle3", False, True)}
+    # eagle3-parallel.yaml EAGLE-3 heads that draft in parallel (P-EAGLE), eagle3-long.yaml the long CPU recipe
+    expected = {"medusa2": ("medusa", True, False), "eagle3-parallel": ("eagle3", False, True), "eagle3-long": ("eagle3", False, False)}
     kind, joint, parallel = expected.get(path.stem, (path.stem, False, False))
     assert (recipe.head.kind, recipe.train.joint, recipe.head.parallel_drafting) == (kind, joint, parallel)
     assert path.read_text().startswith(f"# headstart train recipes/{path.parent.name}/{path.name}")

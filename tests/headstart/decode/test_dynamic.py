@@ -46,12 +46,12 @@ def test_select_dynamic_tree_keeps_best_scores_closed_under_ancestors():
     parents = torch.tensor([-1, -1, 0, 0, 2])
     scores = torch.tensor([-0.1, -2.0, -0.3, -3.0, -0.5])
     tokens = torch.tensor([10, 11, 12, 13, 14])
-    kept, tree = select_dynamic_tree(parents, scores, tokens, total_tokens=3)
-    assert kept.tolist() == [10, 12, 14]
+    kept, tree, kept_scores = select_dynamic_tree(parents, scores, tokens, total_tokens=3)
+    assert kept.tolist() == [10, 12, 14] and kept_scores.tolist() == pytest.approx([-0.1, -0.3, -0.5])
     assert tree.parent.tolist() == [-1, 0, 1, 2]
     assert tree.depth.tolist() == [0, 1, 2, 3]
     # A tie at the cut keeps the shallower node, and the set stays closed under ancestors.
-    kept, tree = select_dynamic_tree(torch.tensor([-1, 0]), torch.tensor([-1.0, -1.0]), torch.tensor([5, 6]), 1)
+    kept, tree, _ = select_dynamic_tree(torch.tensor([-1, 0]), torch.tensor([-1.0, -1.0]), torch.tensor([5, 6]), 1)
     assert kept.tolist() == [5]
 
 

@@ -109,30 +109,39 @@ def test_medusa_scores_its_nodes_by_the_product_of_its_probabilities_along_the_p
             assert torch.allclose(proposal.scores[b, i], expected, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("kind", ["medusa", "eagle3"])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_a_head_and_the_corpus_sharing_a_budget_stay_lossless(arch):
-    """hybrid_nodes: the Medusa head's scored nodes and the corpus tree's compete for 6 nodes (the
-    lookup branch of up to 4 beside them); greedy float32 output equals plain decoding, the corpus
-    nodes are drafted and accepted, and no proposal exceeds the budget."""
+def test_a_head_and_the_corpus_sharing_a_budget_stay_lossless(arch, kind):
+    """hybrid_nodes: the head's scored nodes (Medusa's static tree, EAGLE-3's dynamic one) and the
+    corpus tree's compete for 6 nodes (the lookup branch of up to 4 beside them); greedy float32
+    output equals plain decoding, and the corpus nodes are drafted and accepted."""
     target = tiny_target(arch)
     corpus = _own_corpus(target)
     prompts = random_prompts()
     ref = greedy_generate(target, prompts, 40, eos_token_id=[])
-    hybrid = HybridHead(perturbed_of("medusa", target), max_tokens=4, corpus=corpus, corpus_nodes=8, shared_nodes=6)
-    gen = hs.SpeculativeGenerator(target, hybrid, tree="tree8")
+    options = {"tree": "tree8"} if kind == "medusa" else {"depth": 3, "top_k": 2, "total_tokens": 6}
+    hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_nodes=8, shared_nodes=6)
+    gen = hs.SpeculativeGenerator(target, hybrid, **options)
     out = gen.generate(prompts, 40, eos_token_id=[])
     assert torch.equal(out.sequences, ref.sequences)
     assert hybrid.stats.corpus_added > 0 and hybrid.stats.corpus_accepted > 0
     assert gen.tree_settings()["lookup"]["shared_nodes"] == 6 and verified_bounds(gen.tree_settings())[1] >= 6 + 4
-    prompt = prompts[:1]
+
+
+def test_a_shared_proposal_keeps_the_budget_and_a_head_without_scores_keeps_its_tree():
+    target = tiny_target("llama")
+    corpus = _own_corpus(target)
+    hybrid = HybridHead(perturbed_of("medusa", target), max_tokens=4, corpus=corpus, corpus_nodes=8, shared_nodes=6)
+    prompt = random_prompts()[:1]
     first = target(prompt)
     state = DraftState(first.hidden[:, -1], target.logits(first.hidden[:, -1]).argmax(-1), first.hidden, prompt, 0)
-    proposal = hybrid.drafter().propose(state, load_tree("tree8"))
+    proposal = hybrid.drafter().propose(state, load_tree("tree8"))  # 8 head candidates, 6 kept, a branch of <= 4
     assert 6 <= proposal.tokens.shape[1] <= 6 + 4 and proposal.draft_probs is None
-    # A head without scores (EAGLE-3's sampled or dynamic drafts) keeps its tree and the corpus tree beside it.
-    eagle = HybridHead(perturbed_of("eagle3", target), max_tokens=4, corpus=corpus, corpus_nodes=6, shared_nodes=6)
-    out = hs.SpeculativeGenerator(target, eagle, depth=3, top_k=2, total_tokens=6).generate(prompts, 40, eos_token_id=[])
-    assert torch.equal(out.sequences, ref.sequences) and eagle.stats.corpus_accepted > 0
+    # Parallel drafting (one forward for K positions) scores nothing: its tree stays whole beside the corpus tree.
+    parallel = hs.heads.build("eagle3", target, parallel_drafting=True, parallel_tokens=3)
+    hybrid = HybridHead(parallel, max_tokens=4, corpus=corpus, corpus_nodes=6, shared_nodes=6)
+    assert hybrid.shared_nodes == 0 and "shared_nodes" not in hybrid.lookup_settings()
+    assert HybridHead(perturbed_of("medusa", target), 4, corpus=None, shared_nodes=6).lookup_settings().get("shared_nodes") is None
 
 
 def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
