@@ -182,7 +182,7 @@ class DecodeConfig:
     prompt_lookup: int = _f(0, "hybrid trees: merge a prompt-lookup branch of up to this many tokens (copied from the context after an n-gram match) into the head's tree each step; eval also runs lookup alone; 0 = off", ge=0)
     lookup_ngram: int = _f(2, "prompt lookup: the longest n-gram of the newest tokens matched in the context (then shorter ones down to 1)", ge=1)
     corpus_draft: int = _f(8, "hybrid trees: a tree of this many nodes from the head's corpus n-gram table (train.corpus_ngram: the most probable continuations in the target's own training answers, taken best-first) joins the tree each step; 0 = off; needs decode.prompt_lookup > 0", ge=0)
-    hybrid_nodes: int = _f(8, "hybrid trees with a head that scores its drafts (Medusa): its tree's nodes and the corpus tree's compete for this many nodes, the most probable of both (the head's probability along the path, the corpus's count ratio), instead of the head's tree whole beside decode.corpus_draft corpus nodes; 0 = off", ge=0)
+    hybrid_nodes: int = _f(8, "hybrid trees with a head that scores its drafts (Medusa, EAGLE, EAGLE-3) and a corpus table (decode.corpus_draft > 0): its tree's nodes and the corpus tree's compete for this many nodes, the most probable of both (the head's probability along the path, the corpus's count ratio), instead of the head's tree whole beside decode.corpus_draft corpus nodes; 0 = off", ge=0)
     lookup_copy: int = _f(40, "hybrid trees: while the text copies its context (a whole branch of prompt_lookup tokens accepted), the branch is verified alone and doubles after each step that accepts it whole, up to this many tokens (<= prompt_lookup: it never grows past prompt_lookup)", ge=0)
 
 
