@@ -41,7 +41,7 @@ def _tree_text(tree: dict | None) -> str:
         text += f" + lookup branch ≤ {lookup['max_tokens']} tokens, n-gram ≤ {lookup['max_ngram']}"
         if lookup.get("copy_tokens", lookup["max_tokens"]) > lookup["max_tokens"]:
             text += f" (alone, ≤ {lookup['copy_tokens']} tokens, while the text copies its context)"
-        if lookup.get("shared_nodes") and lookup.get("corpus_nodes"):
+        if lookup.get("shared_nodes"):
             text += (f" + corpus tree ({lookup['corpus_order']}-gram table of the training answers), the head's nodes and "
                      f"the corpus's sharing {lookup['shared_nodes']} by probability")
         elif lookup.get("corpus_nodes"):

@@ -212,5 +212,5 @@ class MedusaHeads(nn.Module):
         ranked = self.draft_ids[top.indices]  # target ids
         nodes_depth = tree.depth[1:].to(ranked.device) - 1
         nodes_choice = tree.choice[1:].to(ranked.device)
-        scores = path_scores(top.values[:, nodes_depth, nodes_choice], tree.parent)  # (B, N)
+        scores = path_scores(top.values[:, nodes_depth, nodes_choice], tree)  # (B, N)
         return Proposal(tokens=ranked[:, nodes_depth, nodes_choice], tree=tree, scores=scores)

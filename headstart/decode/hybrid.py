@@ -160,7 +160,7 @@ class HybridDrafter:
         self.inner = None if inner is None else inner.drafter() if hasattr(inner, "drafter") else copy.copy(inner)
         self.branch = Branch(head.max_tokens, head.max_ngram, head.stats, adapt=True, copy_tokens=head.copy_tokens)
         self.corpus = _CorpusTree(head.corpus, head.corpus_nodes, head.stats) if head.uses_corpus else None
-        self.shared_nodes = head.shared_nodes if self.corpus else 0
+        self.shared_nodes = head.shared_nodes
         self.pending: DraftState | None = None  # what was committed while the head sat out
 
     def propose(self, state: DraftState, tree_or_spec) -> Proposal:
@@ -221,7 +221,8 @@ class HybridHead:
         self.head, self.max_tokens, self.max_ngram = head, max_tokens, max_ngram
         self.copy_tokens = max(copy_tokens, max_tokens)
         self.corpus, self.corpus_nodes = corpus, corpus_nodes
-        self.shared_nodes = shared_nodes if getattr(head, "scores_drafts", False) else 0  # only a head that scores its nodes shares
+        # Only a head that scores its nodes shares, and only with a corpus tree.
+        self.shared_nodes = shared_nodes if getattr(head, "scores_drafts", False) and self.uses_corpus else 0
         self.kind = "corpus+lookup" if head is None else f"{head.kind}+lookup"
         self.dynamic = True if head is None else bool(getattr(head, "dynamic", False))
         self.feature_layers = tuple(getattr(head, "feature_layers", ()) or ())
@@ -251,7 +252,7 @@ class HybridHead:
         if self.uses_corpus:
             settings["corpus_nodes"] = self.corpus_nodes
             settings["corpus_order"] = self.corpus.order
-        if self.shared_nodes and self.uses_corpus:
+        if self.shared_nodes:
             settings["shared_nodes"] = self.shared_nodes
         if self.head is None:
             settings["head"] = False

@@ -52,14 +52,11 @@ class Tree:
         return need
 
 
-def path_scores(node_probs: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
-    """node_probs (B, N): each node's own draft probability; parent (N + 1,): a Tree's parent index
-    (parents before children). Returns (B, N) the product of the probabilities along each node's path."""
-    scores = node_probs.clone()
-    for i, p in enumerate(parent[1:].tolist()):
-        if p > 0:
-            scores[:, i] *= scores[:, p - 1]
-    return scores
+def path_scores(node_probs: torch.Tensor, tree: Tree) -> torch.Tensor:
+    """node_probs (B, N): each node's own draft probability. Returns (B, N) the product of the
+    probabilities along each node's path from the root (its ancestors and itself: `tree.visible`)."""
+    on_path = tree.visible[1:, 1:].to(node_probs.device)  # (N, N): node i's path holds node j
+    return torch.where(on_path, node_probs[:, None, :], 1.0).prod(-1)
 
 
 def tree_from_paths(paths) -> Tree:
