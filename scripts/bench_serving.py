@@ -9,7 +9,9 @@ JSON beside it (every engine's acceptance counts and output tokens too). Accepta
 bonus token on both sides (vLLM's 1 + accepted/drafts per draft step; headstart's τ). headstart predicts
 vLLM's figure twice: its loop's τ on its own greedy text, and its drafter along the text vLLM served
 (eval/serving.py `along_text_acceptance`); in bf16 the two engines' texts part at near-ties, so only the
-second is measured on the same text. Timings need the machine to themselves: the load average is printed.
+second is measured on the same text. Timings need the machine to themselves: the load average is printed,
+and vLLM plain runs first and again last; the speedups are over both together (a shared machine's speed
+drifts over a run of several minutes), and the table's first line says how far the two apart were.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -49,7 +52,9 @@ def counted(m: dict) -> dict:
     return acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
 
 
-def main() -> None:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The options, with every key=value word taken as a recipe override wherever it stands: after a
+    list option (`--ks 2 3 eval.num_prompts=9`) argparse would read it as one more k and fail."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recipe")
     ap.add_argument("--head", required=True)
@@ -58,8 +63,16 @@ def main() -> None:
     ap.add_argument("--corpus-ks", type=int, nargs="+", default=[],
                     help="also vLLM with headstart's corpus proposer (decode/vllm_proposer.py; the head folder's corpus table) at these k")
     ap.add_argument("--out", default="runs/bench_serving.json")
-    ap.add_argument("overrides", nargs="*")
-    args = ap.parse_intermixed_args()
+    ap.add_argument("overrides", nargs="*", help="dotted recipe overrides (key=value), before or after the options")
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    args = ap.parse_args([a for a in argv if a not in overrides])
+    args.overrides = overrides
+    args.error = ap.error
+    return args
+
+
+def main() -> None:
+    args = parse_args(sys.argv[1:])
 
     recipe = load_recipe(args.recipe, args.overrides)
     t = recipe.target
@@ -67,7 +80,7 @@ def main() -> None:
                                     pack_linears=t.pack_linears)
     head = load_heads(args.head, target=target)
     if args.corpus_ks and head.corpus is None:
-        ap.error(f"--corpus-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
+        args.error(f"--corpus-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
     layout, method = SERVED[head.kind][0][0], SERVED[head.kind][1]
     cfg = recipe.eval
     prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
@@ -82,6 +95,7 @@ def main() -> None:
                                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
         engines += [{"name": f"corpus{k}", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}}
                     for k in args.corpus_ks]
+        engines.append({"name": "plain_end", "speculative_config": None})  # plain again last: the machine's drift over the run
         env = corpus_env(args.head, Path(tmp)) if args.corpus_ks else None
         job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)
         result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"), env=env)
@@ -97,8 +111,10 @@ def main() -> None:
             "per_prompt": [{"vllm": counted(m), "headstart_along_vllm_text": headstart_acceptance(steps, k)}
                            for m, steps in zip(r["prompt_metrics"], along)],
         }
-    plain = engine_record(result, "plain")
-    base = plain["tokens"] / plain["seconds"]
+    plain, plain_end = engine_record(result, "plain"), engine_record(result, "plain_end")
+    # The base is vLLM plain run first and last, together: a shared machine's speed drifts over a run.
+    base = (plain["tokens"] + plain_end["tokens"]) / (plain["seconds"] + plain_end["seconds"])
+    first, last = plain["tokens"] / plain["seconds"], plain_end["tokens"] / plain_end["seconds"]
     ref = plain["outputs"]
     ours_plain = ours[args.ks[0]]["plain"]
     ours_base = sum(map(len, ours_plain["outputs"])) / ours_plain["seconds"]
@@ -106,7 +122,7 @@ def main() -> None:
     def same(outs):
         return sum(a == b for a, b in zip(outs, ref))
 
-    rows = [("vLLM plain", "-", 1.0, "-", "-", base, same(plain["outputs"]))]
+    rows = [("vLLM plain (run first and last)", "-", 1.0, "-", "-", base, same(plain["outputs"]))]
     for k in args.ks:
         r, acc = engine_record(result, f"k{k}"), acceptance[k]
         rows.append((f"vLLM + head, k={k}", k, acc["vllm"]["mean_acceptance_length"], acc["headstart_own_text"]["mean_acceptance_length"],
@@ -130,9 +146,10 @@ def main() -> None:
                      sum(map(len, h["outputs"])) / h["seconds"], same(h["outputs"])))
 
     flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    kind = "AVX512-BF16" if "avx512_bf16" in flags else "AVX2"
+    kind = ("AVX512-BF16" if "avx512_bf16" in flags else "AVX2") + (" + AMX" if "amx_bf16" in flags else "")
     lines = [f"{target.name}, {dtype}, greedy, {len(prompts)} prompts x {cfg.max_new_tokens} tokens, batch 1, "
-             f"{kind} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}",
+             f"{kind} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}; "
+             f"vLLM plain {first:.1f} tok/s first and {last:.1f} last ({last / first - 1:+.0%} over the run)",
              "",
              "| decoding | k | acceptance length (bonus counted) | headstart's prediction, its own text | headstart's prediction, "
              "along vLLM's text | tokens/s | vs vLLM plain | same as vLLM plain |",

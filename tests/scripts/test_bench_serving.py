@@ -1,0 +1,35 @@
+"""scripts/bench_serving.py's command line: recipe overrides stand before or after the list options,
+as the README's commands write them (the engine runs are tests/end_to_end/test_vllm.py's)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.helpers import ROOT
+
+
+def bench_serving():
+    spec = importlib.util.spec_from_file_location("bench_serving", ROOT / "scripts" / "bench_serving.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_overrides_after_a_list_option():
+    args = bench_serving().parse_args(["r.yaml", "--head", "h", "--ks", "2", "3", "eval.num_prompts=9",
+                                       "eval.max_new_tokens=96", "--corpus-ks", "8"])
+    assert args.ks == [2, 3] and args.corpus_ks == [8] and args.head == "h" and args.recipe == "r.yaml"
+    assert args.overrides == ["eval.num_prompts=9", "eval.max_new_tokens=96"]
+
+
+def test_overrides_before_the_options():
+    args = bench_serving().parse_args(["r.yaml", "eval.num_prompts=9", "--head", "h", "--out=runs/x.json"])
+    assert args.ks == [1, 2, 3, 4, 5] and args.overrides == ["eval.num_prompts=9"] and args.out == "runs/x.json"
+
+
+def test_a_word_that_is_no_k_is_refused(capsys):
+    with pytest.raises(SystemExit) as e:
+        bench_serving().parse_args(["r.yaml", "--head", "h", "--ks", "2", "three"])
+    assert e.value.code == 2 and "invalid int value: 'three'" in capsys.readouterr().err
