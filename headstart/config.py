@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -304,6 +305,17 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise RecipeError(f"override '{text}' must look like section.key=value, e.g. train.lr=3e-4")
     key, raw = text.split("=", 1)
     return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+_OVERRIDE = re.compile(r"[A-Za-z_]\w*(\.\w+)+=")  # section.key=value (a dotted key, then the value)
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A script's words as (the rest, its dotted recipe overrides), the overrides taken out wherever they
+    stand: after a list option (`--ks 2 3 eval.num_prompts=9`) argparse would read one as another value
+    of that option and fail. Order is kept within each."""
+    overrides = [a for a in argv if _OVERRIDE.match(a)]
+    return [a for a in argv if not _OVERRIDE.match(a)], overrides
 
 
 def load_recipe(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:

@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import load_recipe
+from headstart.config import load_recipe, split_overrides
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
@@ -42,7 +43,9 @@ def main() -> None:
     ap.add_argument("--out", default="runs/bench_medusa2")
     ap.add_argument("--reuse", action="store_true", help="skip training where OUT/<name>/final exists")
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides for both, e.g. data.limit=2000")
-    args = ap.parse_args()
+    rest, overrides = split_overrides(sys.argv[1:])  # dotted overrides may follow a list option
+    args = ap.parse_args(rest)
+    args.overrides = [*args.overrides, *overrides]
     torch.manual_seed(0)
     base = embedded_target(dtype=getattr(torch, args.dtype))
     adapted = Target(copy.deepcopy(base.model), base.tokenizer, name=base.name)  # Medusa-2 adapts this copy

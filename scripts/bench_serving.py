@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import load_recipe
+from headstart.config import load_recipe, split_overrides
 from headstart.decode.vllm_proposer import CLASS_PATH, along_text_counts
 from headstart.eval.prediction import acceptance_from_counts, along_text_steps, headstart_acceptance
 from headstart.eval.prompts import load_eval_prompts
@@ -52,9 +52,7 @@ def counted(m: dict) -> dict:
     return acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The options, with every key=value word taken as a recipe override wherever it stands: after a
-    list option (`--ks 2 3 eval.num_prompts=9`) argparse would read it as one more k and fail."""
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recipe")
     ap.add_argument("--head", required=True)
@@ -63,16 +61,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--corpus-ks", type=int, nargs="+", default=[],
                     help="also vLLM with headstart's corpus proposer (decode/vllm_proposer.py; the head folder's corpus table) at these k")
     ap.add_argument("--out", default="runs/bench_serving.json")
-    ap.add_argument("overrides", nargs="*", help="dotted recipe overrides (key=value), before or after the options")
-    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
-    args = ap.parse_args([a for a in argv if a not in overrides])
-    args.overrides = overrides
-    args.error = ap.error
+    ap.add_argument("overrides", nargs="*", help="dotted recipe overrides (section.key=value), before or after the options")
+    return ap
+
+
+def parse_args(ap: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The options, the dotted overrides taken wherever they stand (headstart.config.split_overrides)."""
+    rest, overrides = split_overrides(argv)
+    args = ap.parse_args(rest)
+    args.overrides = [*args.overrides, *overrides]
     return args
 
 
 def main() -> None:
-    args = parse_args(sys.argv[1:])
+    ap = parser()
+    args = parse_args(ap, sys.argv[1:])
 
     recipe = load_recipe(args.recipe, args.overrides)
     t = recipe.target
@@ -80,7 +83,7 @@ def main() -> None:
                                     pack_linears=t.pack_linears)
     head = load_heads(args.head, target=target)
     if args.corpus_ks and head.corpus is None:
-        args.error(f"--corpus-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
+        ap.error(f"--corpus-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
     layout, method = SERVED[head.kind][0][0], SERVED[head.kind][1]
     cfg = recipe.eval
     prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]

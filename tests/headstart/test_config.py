@@ -3,7 +3,7 @@ import typing
 
 import pytest
 
-from headstart.config import Bounds, Recipe, RecipeError, load_recipe, parse_override
+from headstart.config import Bounds, Recipe, RecipeError, load_recipe, parse_override, split_overrides
 from tests.helpers import ROOT
 
 RECIPES = sorted(ROOT.glob("recipes/*/*.yaml"))
@@ -51,6 +51,17 @@ def test_overrides_and_types():
 def test_bad_overrides_name_the_key(override, message):
     with pytest.raises(RecipeError, match=message):
         load_recipe(None, [override])
+
+
+def test_scripts_take_dotted_overrides_wherever_they_stand():
+    """scripts/*.py: `--kinds eagle3 train.batch_size=4` must not hand the override to --kinds; option
+    values holding '=' that are no dotted key (`--out=x`, JSON settings) stay with the options."""
+    argv = ["--kinds", "eagle3", "train.batch_size=4", "--out=runs/a=b", "--settings", '{"k": "a=b"}',
+            "decode.tree=[[0], [1]]", "r.yaml"]
+    rest, overrides = split_overrides(argv)
+    assert overrides == ["train.batch_size=4", "decode.tree=[[0], [1]]"]
+    assert rest == ["--kinds", "eagle3", "--out=runs/a=b", "--settings", '{"k": "a=b"}', "r.yaml"]
+    assert split_overrides(["lr=3"]) == (["lr=3"], [])  # no section: left to argparse (and refused by load_recipe)
 
 
 def test_typo_in_a_recipe_file(tmp_path):

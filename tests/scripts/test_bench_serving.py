@@ -10,26 +10,26 @@ import pytest
 from tests.helpers import ROOT
 
 
-def bench_serving():
+def parse_args(argv):
     spec = importlib.util.spec_from_file_location("bench_serving", ROOT / "scripts" / "bench_serving.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return module.parse_args(module.parser(), argv)
 
 
 def test_overrides_after_a_list_option():
-    args = bench_serving().parse_args(["r.yaml", "--head", "h", "--ks", "2", "3", "eval.num_prompts=9",
-                                       "eval.max_new_tokens=96", "--corpus-ks", "8"])
+    args = parse_args(["r.yaml", "--head", "h", "--ks", "2", "3", "eval.num_prompts=9", "eval.max_new_tokens=96",
+                       "--corpus-ks", "8"])
     assert args.ks == [2, 3] and args.corpus_ks == [8] and args.head == "h" and args.recipe == "r.yaml"
     assert args.overrides == ["eval.num_prompts=9", "eval.max_new_tokens=96"]
 
 
 def test_overrides_before_the_options():
-    args = bench_serving().parse_args(["r.yaml", "eval.num_prompts=9", "--head", "h", "--out=runs/x.json"])
+    args = parse_args(["r.yaml", "eval.num_prompts=9", "--head", "h", "--out=runs/x.json"])
     assert args.ks == [1, 2, 3, 4, 5] and args.overrides == ["eval.num_prompts=9"] and args.out == "runs/x.json"
 
 
 def test_a_word_that_is_no_k_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
-        bench_serving().parse_args(["r.yaml", "--head", "h", "--ks", "2", "three"])
+        parse_args(["r.yaml", "--head", "h", "--ks", "2", "three"])
     assert e.value.code == 2 and "invalid int value: 'three'" in capsys.readouterr().err
