@@ -20,6 +20,12 @@ OUT.json: {"vllm": version, "torch": version, "engines": [one record per engine]
 decode is recorded with its error and the next one still runs. Prompts decode one at a time
 (batch 1), greedy, after one untimed warm-up request.
 
+With `"interleave": true` in JOB.json all engines are loaded at once, in this process
+(VLLM_ENABLE_V1_MULTIPROCESSING=0: an idle engine then takes no CPU), and each prompt is decoded by
+every engine in turn, the order rotating by one engine per prompt: a machine whose speed drifts over
+the minutes of a run (a shared CPU did, 2x within one run) then slows every engine alike, which one
+engine after the other cannot promise. Records then carry "interleaved": true and "prompt_seconds".
+
 vLLM starts its engine process by spawn, hence the __main__ guard.
 """
 
@@ -43,21 +49,34 @@ DRAFT_FIELDS = (
 
 
 def spec_metrics(llm) -> dict:
-    """vLLM's cumulative speculative-decoding counters (zero when the engine drafts nothing)."""
-    out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
-    names = {
-        "vllm:spec_decode_num_drafts": "drafts",
-        "vllm:spec_decode_num_draft_tokens": "draft_tokens",
-        "vllm:spec_decode_num_accepted_tokens": "accepted",
-    }
-    for m in llm.get_metrics():
-        if m.name in names:
-            out[names[m.name]] += int(m.value)
-        elif m.name == "vllm:spec_decode_num_accepted_tokens_per_pos":
-            values = [int(v) for v in m.values]
-            prev = out["accepted_per_pos"]
-            out["accepted_per_pos"] = [a + b for a, b in zip(values, prev + [0] * len(values))]
-    return out
+    """The engine's speculative-decoding counts so far (zero when it drafts nothing): the SpecDecodingStats
+    its scheduler reports each step, which vLLM's counters `vllm:spec_decode_num_drafts`,
+    `_num_draft_tokens`, `_num_accepted_tokens` and `_num_accepted_tokens_per_pos` add up. Counted
+    here, per engine (`count_spec_stats`): Prometheus' registry is one per process, and an engine loaded
+    later in the same process replaces the earlier one's counters there."""
+    counts = llm.headstart_counts
+    return {**counts, "accepted_per_pos": list(counts["accepted_per_pos"])}
+
+
+def count_spec_stats(llm) -> None:
+    """Add up the engine's SpecDecodingStats as its stat loggers receive them, into llm.headstart_counts."""
+    counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    manager = llm.llm_engine.logger_manager
+    record = manager.record
+
+    def counting(*args, **kwargs):
+        stats = kwargs.get("scheduler_stats", args[0] if args else None)
+        spec = getattr(stats, "spec_decoding_stats", None)
+        if spec is not None:
+            counts["drafts"] += spec.num_drafts
+            counts["draft_tokens"] += spec.num_draft_tokens
+            counts["accepted"] += spec.num_accepted_tokens
+            per, new = counts["accepted_per_pos"], list(spec.num_accepted_tokens_per_pos)
+            counts["accepted_per_pos"] = [a + b for a, b in zip(per + [0] * len(new), new + [0] * len(per))][: max(len(per), len(new))]
+        return record(*args, **kwargs)
+
+    manager.record = counting
+    llm.headstart_counts = counts
 
 
 def minus(after: dict, before: dict) -> dict:
@@ -68,6 +87,18 @@ def minus(after: dict, before: dict) -> dict:
         "accepted": after["accepted"] - before["accepted"],
         "accepted_per_pos": [a - b for a, b in zip(after["accepted_per_pos"], per)],
     }
+
+
+def total(counts: list[dict], k: int) -> dict:
+    """The sum of per-call counts, positions cut at the engine's k (the registry's list is as long as
+    the longest chain of any engine in the process)."""
+    out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * k}
+    for c in counts:
+        for key in ("drafts", "draft_tokens", "accepted"):
+            out[key] += c[key]
+        for d, n in enumerate(c["accepted_per_pos"][:k]):
+            out["accepted_per_pos"][d] += n
+    return out
 
 
 def draft_config(llm) -> dict | None:
@@ -83,30 +114,81 @@ def draft_config(llm) -> dict | None:
     return json.loads(json.dumps(fields, default=str))
 
 
-def run_engine(job: dict, engine: dict) -> dict:
+def _numba_proof() -> None:
+    """Let an engine load in a process where an earlier one imported numba (vLLM's n-gram proposer does).
+
+    Each engine's worker scans every module for Triton kernels to rebind on CPUs (vLLM 0.32's
+    triton_utils/dispatcher.py), reading `vars(value).get("kernel")` of every attribute. llvmlite's
+    `lib` object has __slots__ and a __getattr__ that answers any name, `__dict__` included, with a
+    C-function wrapper, so the scan failed: `'_lib_fn_wrapper' object has no attribute 'get'`. That
+    __getattr__ now refuses dunder names (llvmlite's C functions have none), so `lib` has no `__dict__`."""
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    wrapper = getattr(ffi, "_lib_wrapper", None)
+    if wrapper is None or getattr(wrapper.__getattr__, "headstart", False):
+        return
+    answer = wrapper.__getattr__
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return answer(self, name)
+
+    __getattr__.headstart = True
+    wrapper.__getattr__ = __getattr__
+
+
+def load_engine(job: dict, engine: dict, record: dict):
+    """The engine's LLM, loaded and warmed up with one short untimed request."""
     from vllm import LLM, SamplingParams
 
-    record = {"name": engine["name"], "ok": False, "error": None, "speculative_config": engine.get("speculative_config")}
+    _numba_proof()
     start = time.perf_counter()
+    llm = LLM(
+        model=job["model"],
+        dtype=job.get("dtype", "float32"),
+        max_model_len=job.get("max_model_len", 512),
+        enforce_eager=True,
+        seed=0,
+        disable_log_stats=False,
+        speculative_config=engine.get("speculative_config"),
+        # interleaved, every engine is held at once: on a GPU each takes its share (CPUs read VLLM_CPU_KVCACHE_SPACE)
+        gpu_memory_utilization=0.9 / len(job["engines"]) if job.get("interleave") else 0.9,
+    )
+    record["load_seconds"] = time.perf_counter() - start
+    record["draft_config"] = draft_config(llm)
+    count_spec_stats(llm)
+    llm.generate([{"prompt_token_ids": list(job["prompts"][0])}], SamplingParams(temperature=0.0, max_tokens=4, detokenize=False),
+                 use_tqdm=False)
+    return llm
+
+
+def sampling(job: dict):
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=bool(job.get("ignore_eos")),
+                          stop_token_ids=job.get("stop_token_ids") or None, detokenize=False)
+
+
+def close(llm) -> None:
+    if llm is not None:
+        llm.llm_engine.engine_core.shutdown()
+        del llm
+    gc.collect()
+
+
+def failed(record: dict, e: Exception) -> dict:
+    record["error"] = f"{type(e).__name__}: {e}"
+    record["traceback"] = traceback.format_exc()[-4000:]
+    return record
+
+
+def run_engine(job: dict, engine: dict) -> dict:
+    record = {"name": engine["name"], "ok": False, "error": None, "speculative_config": engine.get("speculative_config")}
     llm = None
     try:
-        llm = LLM(
-            model=job["model"],
-            dtype=job.get("dtype", "float32"),
-            max_model_len=job.get("max_model_len", 512),
-            enforce_eager=True,
-            seed=0,
-            disable_log_stats=False,
-            speculative_config=engine.get("speculative_config"),
-        )
-        record["load_seconds"] = time.perf_counter() - start
-        record["draft_config"] = draft_config(llm)
-        params = SamplingParams(
-            temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=bool(job.get("ignore_eos")),
-            stop_token_ids=job.get("stop_token_ids") or None, detokenize=False,
-        )
+        llm = load_engine(job, engine, record)
+        params = sampling(job)
         prompts = [{"prompt_token_ids": list(p)} for p in job["prompts"]]
-        llm.generate(prompts[:1], SamplingParams(temperature=0.0, max_tokens=4, detokenize=False), use_tqdm=False)
         marks = [spec_metrics(llm)]  # the counters before the timed prompts, then after each
         outputs, seconds = [], 0.0
         for p in prompts:  # batch 1, as headstart's loop decodes
@@ -120,14 +202,51 @@ def run_engine(job: dict, engine: dict) -> dict:
             metrics=minus(marks[-1], marks[0]), prompt_metrics=[minus(b, a) for a, b in zip(marks, marks[1:])],
         )
     except Exception as e:  # recorded, so that the next engine still runs
-        record["error"] = f"{type(e).__name__}: {e}"
-        record["traceback"] = traceback.format_exc()[-4000:]
+        failed(record, e)
     finally:
-        if llm is not None:
-            llm.llm_engine.engine_core.shutdown()
-            del llm
-        gc.collect()
+        close(llm)
     return record
+
+
+def run_interleaved(job: dict) -> list[dict]:
+    """Every engine loaded at once; prompt i decoded by each engine in turn, starting from engine i mod n."""
+    records = [{"name": e["name"], "ok": False, "error": None, "speculative_config": e.get("speculative_config"), "interleaved": True}
+               for e in job["engines"]]
+    llms = {}
+    for engine, record in zip(job["engines"], records):
+        try:
+            llms[record["name"]] = load_engine(job, engine, record)
+        except Exception as e:  # recorded; the others still run
+            failed(record, e)
+    live = [r for r in records if r["name"] in llms]
+    params = sampling(job)
+    state = {r["name"]: {"counts": [], "outputs": [], "seconds": [], "k": (r["speculative_config"] or {}).get("num_speculative_tokens", 0)}
+             for r in live}
+    for i, p in enumerate(job["prompts"]):
+        for record in live[i % len(live):] + live[: i % len(live)]:
+            name, st = record["name"], state.get(record["name"])
+            if st is None:  # failed on an earlier prompt
+                continue
+            try:
+                before = spec_metrics(llms[name])
+                t0 = time.perf_counter()
+                out = llms[name].generate([{"prompt_token_ids": list(p)}], params, use_tqdm=False)
+                st["seconds"].append(time.perf_counter() - t0)
+                st["outputs"].append(list(out[0].outputs[0].token_ids))
+                st["counts"].append(total([minus(spec_metrics(llms[name]), before)], st["k"]))
+            except Exception as e:
+                failed(record, e)
+                del state[name]
+    for record in live:
+        st = state.get(record["name"])
+        if st is not None:
+            record.update(
+                ok=True, seconds=sum(st["seconds"]), prompt_seconds=st["seconds"], tokens=sum(map(len, st["outputs"])),
+                outputs=st["outputs"], metrics=total(st["counts"], st["k"]), prompt_metrics=st["counts"],
+            )
+    for llm in llms.values():
+        close(llm)
+    return records
 
 
 def main(argv: list[str]) -> int:
@@ -136,10 +255,19 @@ def main(argv: list[str]) -> int:
         return 2
     job = json.loads(open(argv[0]).read())
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(job.get("kv_cache_gib", 1)))
+    if job.get("interleave"):
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engines in this process: idle ones take no CPU
     import torch
     import vllm
 
     result = {"vllm": vllm.__version__, "torch": torch.__version__, "engines": []}
+    if job.get("interleave"):
+        result["engines"] = run_interleaved(job)
+        with open(argv[1], "w") as f:
+            json.dump(result, f, indent=1)
+        for r in result["engines"]:
+            print(f"vllm_run: {r['name']}: {'ok' if r['ok'] else r['error']}", file=sys.stderr, flush=True)
+        return 0
     for engine in job["engines"]:
         result["engines"].append(run_engine(job, engine))
         with open(argv[1], "w") as f:  # written after every engine: a crash keeps what ran

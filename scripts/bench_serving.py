@@ -9,9 +9,12 @@ JSON beside it (every engine's acceptance counts and output tokens too). Accepta
 bonus token on both sides (vLLM's 1 + accepted/drafts per draft step; headstart's τ). headstart predicts
 vLLM's figure twice: its loop's τ on its own greedy text, and its drafter along the text vLLM served
 (eval/serving.py `along_text_acceptance`); in bf16 the two engines' texts part at near-ties, so only the
-second is measured on the same text. Timings need the machine to themselves: the load average is printed,
-and vLLM plain runs first and again last; the speedups are over both together (a shared machine's speed
-drifts over a run of several minutes), and the table's first line says how far the two apart were.
+second is measured on the same text. Timings need the machine to themselves: the load average is printed.
+A shared machine's speed drifts over a run of several minutes (2x within one run here), so by default
+all vLLM engines are loaded at once in one process and each prompt is decoded by every engine in turn
+(eval/vllm_run.py `interleave`); the drift then slows them alike. `--sequential` loads one engine after
+the other in vLLM's usual engine process instead, with vLLM plain first and again last, the speedups
+over both together, and the table's first line says how far the two were apart.
 """
 
 from __future__ import annotations
@@ -57,9 +60,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("recipe")
     ap.add_argument("--head", required=True)
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    ap.add_argument("--ngram-k", type=int, default=3, help="k of vLLM's n-gram proposer, run beside the head; 0: not run")
+    ap.add_argument("--ngram-k", type=int, nargs="+", default=[3],
+                    help="k of vLLM's n-gram proposer (one engine each), run beside the head; 0: not run")
     ap.add_argument("--corpus-ks", type=int, nargs="+", default=[],
                     help="also vLLM with headstart's corpus proposer (decode/vllm_proposer.py; the head folder's corpus table) at these k")
+    ap.add_argument("--sequential", action="store_true",
+                    help="one vLLM engine after the other (vLLM plain first and last) instead of interleaved prompt by prompt")
     ap.add_argument("--out", default="runs/bench_serving.json")
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides (section.key=value), before or after the options")
     return ap
@@ -85,6 +91,7 @@ def main() -> None:
     if args.corpus_ks and head.corpus is None:
         ap.error(f"--corpus-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
     layout, method = SERVED[head.kind][0][0], SERVED[head.kind][1]
+    ngram_ks = [k for k in args.ngram_k if k > 0]
     cfg = recipe.eval
     prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
     dtype, eos = str(target.dtype).removeprefix("torch."), eos_ids(target)
@@ -93,14 +100,16 @@ def main() -> None:
         served = import_heads(folder, target, layout)
         engines = [{"name": "plain", "speculative_config": None}]
         engines += [{"name": f"k{k}", "speculative_config": head_speculative_config(head, method, folder, k)} for k in args.ks]
-        if args.ngram_k:
-            engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": args.ngram_k,
-                                                                    "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
+        engines += [{"name": f"ngram{k}", "speculative_config": {"method": "ngram", "num_speculative_tokens": k,
+                                                                 "prompt_lookup_max": 4, "prompt_lookup_min": 1}}
+                    for k in ngram_ks]
         engines += [{"name": f"corpus{k}", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}}
                     for k in args.corpus_ks]
-        engines.append({"name": "plain_end", "speculative_config": None})  # plain again last: the machine's drift over the run
+        if args.sequential:
+            engines.append({"name": "plain_end", "speculative_config": None})  # plain again last: the machine's drift over the run
         env = corpus_env(args.head, Path(tmp)) if args.corpus_ks else None
-        job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos)
+        job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos,
+                       kv_cache_gib=2 if args.sequential else 1, interleave=not args.sequential)
         result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"), env=env)
     ours = {k: headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos, plain=(k == args.ks[0])) for k in args.ks}
     acceptance = {}  # k -> vLLM's, headstart's on its own text, headstart's along vLLM's text; per prompt too
@@ -114,10 +123,15 @@ def main() -> None:
             "per_prompt": [{"vllm": counted(m), "headstart_along_vllm_text": headstart_acceptance(steps, k)}
                            for m, steps in zip(r["prompt_metrics"], along)],
         }
-    plain, plain_end = engine_record(result, "plain"), engine_record(result, "plain_end")
-    # The base is vLLM plain run first and last, together: a shared machine's speed drifts over a run.
-    base = (plain["tokens"] + plain_end["tokens"]) / (plain["seconds"] + plain_end["seconds"])
-    first, last = plain["tokens"] / plain["seconds"], plain_end["tokens"] / plain_end["seconds"]
+    plain = engine_record(result, "plain")
+    if args.sequential:  # the base is vLLM plain run first and last, together: a shared machine's speed drifts over a run
+        plain_end = engine_record(result, "plain_end")
+        base = (plain["tokens"] + plain_end["tokens"]) / (plain["seconds"] + plain_end["seconds"])
+        first, last = plain["tokens"] / plain["seconds"], plain_end["tokens"] / plain_end["seconds"]
+        how = f"engines one after the other; vLLM plain {first:.1f} tok/s first and {last:.1f} last ({last / first - 1:+.0%} over the run)"
+    else:
+        base = plain["tokens"] / plain["seconds"]
+        how = "vLLM engines interleaved prompt by prompt in one process"
     ref = plain["outputs"]
     ours_plain = ours[args.ks[0]]["plain"]
     ours_base = sum(map(len, ours_plain["outputs"])) / ours_plain["seconds"]
@@ -125,16 +139,15 @@ def main() -> None:
     def same(outs):
         return sum(a == b for a, b in zip(outs, ref))
 
-    rows = [("vLLM plain (run first and last)", "-", 1.0, "-", "-", base, same(plain["outputs"]))]
+    rows = [("vLLM plain (run first and last)" if args.sequential else "vLLM plain", "-", 1.0, "-", "-", base, same(plain["outputs"]))]
     for k in args.ks:
         r, acc = engine_record(result, f"k{k}"), acceptance[k]
         rows.append((f"vLLM + head, k={k}", k, acc["vllm"]["mean_acceptance_length"], acc["headstart_own_text"]["mean_acceptance_length"],
                      acc["headstart_along_vllm_text"]["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
-    if args.ngram_k:
-        ng = engine_record(result, "ngram")
+    for k in ngram_ks:
+        ng = engine_record(result, f"ngram{k}")
         ng_acc = counted(ng["metrics"])
-        rows.append((f"vLLM n-gram, k={args.ngram_k}", args.ngram_k, ng_acc["mean_acceptance_length"], "-", "-",
-                     ng["tokens"] / ng["seconds"], same(ng["outputs"])))
+        rows.append((f"vLLM n-gram, k={k}", k, ng_acc["mean_acceptance_length"], "-", "-", ng["tokens"] / ng["seconds"], same(ng["outputs"])))
     for k in args.corpus_ks:  # drafts of 0..k tokens: the acceptance length is per step that carried drafts
         r = engine_record(result, f"corpus{k}")
         served_acc, along = counted(r["metrics"]), counted(along_text_counts(head.corpus, prompts, r["outputs"], k))
@@ -151,8 +164,8 @@ def main() -> None:
     flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     kind = ("AVX512-BF16" if "avx512_bf16" in flags else "AVX2") + (" + AMX" if "amx_bf16" in flags else "")
     lines = [f"{target.name}, {dtype}, greedy, {len(prompts)} prompts x {cfg.max_new_tokens} tokens, batch 1, "
-             f"{kind} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}; "
-             f"vLLM plain {first:.1f} tok/s first and {last:.1f} last ({last / first - 1:+.0%} over the run)",
+             f"{kind} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}; {how}; "
+             "headstart's loop runs after vLLM",
              "",
              "| decoding | k | acceptance length (bonus counted) | headstart's prediction, its own text | headstart's prediction, "
              "along vLLM's text | tokens/s | vs vLLM plain | same as vLLM plain |",

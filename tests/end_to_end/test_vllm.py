@@ -4,7 +4,8 @@ acceptance equals headstart's prediction for the same head, prompts and chain of
 
 One vLLM subprocess (eval/vllm_run.py) loads the engines one after the other (about 35 s each on
 2 cores) and is shared by the tests; `headstart serve-check` runs once more, as a user runs it (a
-subprocess: its own vLLM with plain, the trained head in the speculators layout, and n-gram), and
+subprocess: its own vLLM with plain, the trained head in the speculators layout, n-gram and headstart's
+corpus proposer, loaded at once and taking turns prompt by prompt), and
 the speculators layout's tests read its report. Skipped when .venv-vllm is missing outside CI (`make vllm`
 creates it; `make test-vllm` runs this file with it); in CI (CI=true) a missing one is an error.
 """
@@ -240,6 +241,8 @@ def test_serve_check_cli(served):
                               "served_draft_vocab_size": served["heads"]["eagle3"].options["draft_vocab_size"]}
     assert report["target"]["dtype"] == "float32" and report["prompts"]["count"] == len(PROMPTS) and report["chain"] == K
     assert report["machine"]["vllm"] == "0.32.0" and report["machine"]["threads"] >= 1
+    assert report["machine"]["vllm_engines"].startswith("interleaved")  # all engines in one process, taking turns
+    assert "interleaved prompt by prompt" in cli["markdown"]
     for key in ("drafts", "draft_tokens", "accepted", "mean_acceptance_length", "accepted_per_draft", "draft_token_acceptance",
                 "acceptance_per_position", "relative_difference", "agreement", "tokens_per_s"):
         assert report["conventions"][key], key

@@ -22,6 +22,12 @@ def test_overrides_after_a_list_option():
                        "--corpus-ks", "8"])
     assert args.ks == [2, 3] and args.corpus_ks == [8] and args.head == "h" and args.recipe == "r.yaml"
     assert args.overrides == ["eval.num_prompts=9", "eval.max_new_tokens=96"]
+    assert args.ngram_k == [3] and not args.sequential  # by default the engines take turns in one process
+
+
+def test_several_ngram_ks_and_sequential_engines():
+    args = parse_args(["r.yaml", "--head", "h", "--ngram-k", "3", "5", "eval.num_prompts=9", "--sequential"])
+    assert args.ngram_k == [3, 5] and args.sequential and args.overrides == ["eval.num_prompts=9"]
 
 
 def test_overrides_before_the_options():
