@@ -200,6 +200,7 @@ def cmd_export(args) -> int:
 
     import torch
 
+    from headstart.embedded import HUB_ID
     from headstart.heads.checkpoint import read_config
     from headstart.heads.export import export, needs_target
     from headstart.heads.hub import push_to_hub
@@ -214,6 +215,8 @@ def cmd_export(args) -> int:
     if args.merged_target or needs_target(head, args.layout):
         if args.recipe is None:
             recorded = (read_config(head).get("target") or {}).get("name_or_path")
+            if recorded == HUB_ID:  # the embedded copy of that model, shipped: no Hub needed (its fingerprint is checked)
+                recorded = "embedded"
             args.overrides = [f"target.name_or_path={recorded}", *args.overrides]
         target = _target(_recipe(args))
     if args.merged_target:
@@ -247,7 +250,8 @@ def cmd_serve_check(args) -> int:
 
     recipe = _recipe(args)
     out = args.out or str(Path(recipe.eval.output).with_name("serve-check.json"))
-    report = serve_check(recipe, _target(recipe), args.head, k=args.k, layout=args.layout, ngram=not args.no_ngram, output=out)
+    report = serve_check(recipe, _target(recipe), args.head, k=args.k, layout=args.layout, ngram=not args.no_ngram, output=out,
+                         interleave=not args.sequential)
     print(format_serving(report))
     print(f"\nresults: {out} (JSON), {Path(out).with_suffix('.md')}, vLLM's log {Path(out).with_suffix('.vllm.log')}")
     return 0
@@ -377,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--k", type=_ranged(int, Bounds(ge=1)), default=3, help="draft tokens per step, a chain (vLLM's num_speculative_tokens; Medusa: at most its heads)")
     s.add_argument("--layout", default=None, help="export layout vLLM loads: eagle3 (default) or speculators for EAGLE-3, vllm-medusa for Medusa")
     s.add_argument("--no-ngram", action="store_true", help="skip vLLM's n-gram proposer")
+    s.add_argument("--sequential", action="store_true",
+                   help="load vLLM's engines one after the other (each in its own process) instead of all at once, taking turns prompt by prompt")
     s.add_argument("--out", default=None, help="JSON report path (default: serve-check.json beside eval.output); .md beside it")
     s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")

@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from headstart.errors import HeadstartError
+
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -99,6 +101,21 @@ class WeightRows:
         return cache[2]
 
 
+class TargetError(HeadstartError):
+    """A target that cannot be loaded: no such folder, or a Hub id the Hub cannot be reached for."""
+
+
+@contextmanager
+def target_loading(path_or_id):
+    """transformers' OSError (a missing folder or file, an unknown or unreachable Hub id) as one TargetError."""
+    try:
+        yield
+    except OSError as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TargetError(f"cannot load the target {str(path_or_id)!r}: {why} Give a model folder (config.json, weights and "
+                          f"tokenizer), 'embedded' (SmolLM2-135M-Instruct, shipped), or a Hub id with the Hub reachable.") from e
+
+
 @dataclass
 class TargetOutput:
     hidden: torch.Tensor  # (B, T, D) last hidden state, after the final norm
@@ -142,16 +159,17 @@ class Target:
             path_or_id, name = embedded_model_path(), name or HUB_ID
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(
-            path_or_id,
-            dtype=resolve_dtype(dtype),
-            revision=revision,
-            attn_implementation=attn_implementation,
-            **kwargs,
-        )
-        if device is not None and not is_partitioned(next(model.parameters())):
-            model.to(device)  # a ZeRO-3 target (loaded under zero.Init) already sits where DeepSpeed put it
-        tokenizer = AutoTokenizer.from_pretrained(path_or_id, revision=revision)
+        with target_loading(path_or_id):
+            model = AutoModelForCausalLM.from_pretrained(
+                path_or_id,
+                dtype=resolve_dtype(dtype),
+                revision=revision,
+                attn_implementation=attn_implementation,
+                **kwargs,
+            )
+            if device is not None and not is_partitioned(next(model.parameters())):
+                model.to(device)  # a ZeRO-3 target (loaded under zero.Init) already sits where DeepSpeed put it
+            tokenizer = AutoTokenizer.from_pretrained(path_or_id, revision=revision)
         target = cls(model, tokenizer, name=name or str(path_or_id), revision=revision)
         if pack_linears:
             target.pack_linears()

@@ -101,3 +101,18 @@ def test_medusa2_with_kl_keeps_smollm2_greedy_output(tmp_path, smol32):
             remove_adapter(smol32)
     same = sum(torch.equal(a, b) for a, b in zip(after, before))
     assert same == len(ids), f"{len(ids) - same} of {len(ids)} held-out greedy outputs changed"
+
+
+@pytest.mark.embedded
+def test_export_without_a_recipe_finds_the_embedded_target(tmp_path, smol32):
+    """A head trained on the embedded target records the model's Hub id; `headstart export` without a
+    recipe loads the shipped copy for it (this machine has no Hub) instead of failing on the network."""
+    from headstart.cli import main
+    from headstart.heads.checkpoint import read_config
+
+    head = hs.heads.build("eagle3", smol32, draft_vocab=torch.arange(0, 2048))
+    head.save_pretrained(tmp_path / "head", smol32)
+    assert read_config(tmp_path / "head")["target"]["name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert main(["export", "--head", str(tmp_path / "head"), "--layout", "eagle3", "--out", str(tmp_path / "served")]) == 0
+    config = json.loads((tmp_path / "served" / "config.json").read_text())
+    assert config["draft_vocab_size"] == 2048 and (tmp_path / "served" / "model.safetensors").is_file()

@@ -153,6 +153,9 @@ REFUSED = [
     ("generate {R} --head {O} --prompt hi", "another-model"),
     ("tune-tree {R} --head {O}", "another-model"),
     ("generate {R} --head no-such-dir/head --prompt hi", "no-such-dir/head"),
+    # a target that cannot be loaded: transformers' OSError, as one line
+    ("generate {R} --head {H} --prompt hi target.name_or_path={root}/no-such-model", "cannot load the target"),
+    ("distill {R} target.name_or_path=no-such-org/no-such-model", "no-such-org/no-such-model"),
 ]
 
 
