@@ -9,7 +9,7 @@ import torch
 
 import headstart as hs
 from headstart.config import load_recipe
-from headstart.train.budget import schedule_steps, seconds_per_step
+from headstart.train.budget import schedule_steps, seconds_per_step, timing_batches
 from headstart.train.data import Example, ExampleDataset
 from headstart.train.hf_trainer import TrainingModule
 from headstart.train.resume import TRAINER_STATE
@@ -55,3 +55,13 @@ def test_a_resumed_budgeted_run_keeps_the_steps_it_planned(tmp_path):
     assert schedule_steps(cfg, module, dataset, None) == math.ceil(30 / 4) == 8
     (tmp_path / TRAINER_STATE).write_text(json.dumps({"global_step": 4, "max_steps": 7}))
     assert schedule_steps(cfg, module, dataset, tmp_path) == 7
+
+
+def test_timed_batches_are_short_typical_and_long_rows_of_similar_length():
+    lengths = [(i * 37) % 100 + 10 for i in range(100)]  # 10..109, shuffled
+    batches = timing_batches(lengths, 4)
+    assert len(batches) == 3 and all(len(b) == 4 for b in batches)
+    widths = [[lengths[i] for i in b] for b in batches]
+    assert all(max(w) - min(w) == 3 for w in widths)  # neighbours in length, as the sampler groups them
+    assert [min(w) for w in widths] == [26, 58, 90]  # the middle of the short, typical and long thirds
+    assert timing_batches([5, 7], 4) == [[0, 1]] * 3  # fewer rows than a batch: all of them
