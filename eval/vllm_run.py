@@ -90,8 +90,7 @@ def minus(after: dict, before: dict) -> dict:
 
 
 def total(counts: list[dict], k: int) -> dict:
-    """The sum of per-call counts, positions cut at the engine's k (the registry's list is as long as
-    the longest chain of any engine in the process)."""
+    """The sum of per-call counts, over the engine's k positions (none for an engine that drafts nothing)."""
     out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * k}
     for c in counts:
         for key in ("drafts", "draft_tokens", "accepted"):

@@ -45,9 +45,10 @@ def seconds_per_step(module: TrainingModule, dataset: ExampleDataset, cfg: Train
 
     One untimed pass warms up (the shortest rows), then three batches are timed once each: short,
     typical and long rows (`timing_batches`), each a width the run has not seen yet, as most of a
-    run's first steps are. Their mean is a step. Timing one batch of the first rows twice and scaling
-    it by length underestimated a step by 20 % to 40 % on the SmolLM2 corpus (an 11-minute EAGLE-3 run
-    planned 1350 steps and made 1070 in 1.15 x the budget), so the schedule did not end as the budget did.
+    run's first steps are. Their mean is a step (it used to be one batch of the first rows, timed twice
+    and scaled by length). A machine whose speed drifts during the run (2x within minutes on shared
+    2-core machines) still makes any count planned at the start wrong: the run then ends early, or at
+    the 1.15 x cap with its schedule unfinished.
     """
     target = module.target
     lengths = dataset.lengths
