@@ -1,33 +1,77 @@
-"""Sizing the schedule: how many optimizer steps a run plans, by timing real steps for a time budget.
+"""Sizing the schedule of a run with a time budget (`train.max_minutes`, no `train.max_steps`).
 
-A recipe with `train.max_minutes` and no `train.max_steps` trains for as many steps as fit the
-budget (at most `train.epochs` over the data); the learning-rate schedule spans those steps, so it
-ends as the budget does. A resumed run keeps the count its first session planned.
+It trains for as long as the budget, at most `train.epochs` over the data. Real batches are timed at
+the start to tell which ends first. When the budget does, the learning rate follows the clock
+(`Plan.clock_seconds`, `ClockSchedule`): it warms up, decays and ends with the budget whatever the
+machine's speed does meanwhile; a count of steps planned from that timing went wrong on the shared
+2-core machines, whose speed drifts by up to 2x within minutes (a run that sped up finished early, one
+that slowed down stopped with its schedule unfinished). When the epochs end first, the schedule spans
+their steps. A resumed run keeps what its first session planned.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from headstart.config import TrainConfig
 from headstart.train.data import ExampleDataset, collate
-from headstart.train.hf_trainer import TrainingModule, use_bf16
+from headstart.train.hf_trainer import CLOCK_SCHEDULES, TrainingModule, use_bf16
 from headstart.train.resume import planned_steps
+
+SCHEDULER_FILE = "scheduler.pt"  # HF's name for the schedule's state in a checkpoint
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a run is scheduled: HF's max_steps, and the time budget its learning rate follows
+    (`ClockSchedule`, train/hf_trainer.py), None for a schedule over the steps."""
+
+    max_steps: int
+    clock_seconds: float | None = None
+
+
+def plan_schedule(cfg: TrainConfig, module: TrainingModule, dataset: ExampleDataset, resume: Path | None) -> Plan:
+    """The run's schedule. train.max_steps, or without a time budget train.epochs: over the steps.
+    With train.max_minutes (and no max_steps), when the budget ends before train.epochs do (timed on
+    real batches): the learning rate follows the clock over the budget and training stops with it,
+    however the machine's speed changes meanwhile (max_steps, the epochs' steps, is only a bound).
+    Where the epochs end first, or under DeepSpeed, or with a schedule the clock cannot drive: the
+    steps that fit, over the steps. A resumed budgeted run keeps what its first session planned.
+    A partitioned target (ZeRO-3) runs only inside DeepSpeed's engine, which does not exist yet:
+    nothing can be timed, so its schedule spans train.epochs and the budget only stops training."""
+    if cfg.max_minutes is None or cfg.max_steps > 0 or module.target.partitioned:
+        return Plan(cfg.max_steps)
+    if resume is not None:  # timing again would change the schedule
+        return Plan(planned_steps(resume), clock_of(resume))
+    by_epochs = epoch_steps(len(dataset), cfg)
+    by_time = steps_in_budget(module, dataset, cfg)
+    if by_time < by_epochs and cfg.deepspeed is None and cfg.scheduler in CLOCK_SCHEDULES:
+        return Plan(by_epochs, cfg.max_minutes * 60)
+    return Plan(by_time)
 
 
 def schedule_steps(cfg: TrainConfig, module: TrainingModule, dataset: ExampleDataset, resume: Path | None) -> int:
-    """The run's max_steps: train.max_steps, or the steps that fit train.max_minutes when that is set
-    and max_steps is not (<= 0). A partitioned target (ZeRO-3) runs only inside DeepSpeed's engine,
-    which does not exist yet: nothing can be timed, so its schedule spans train.epochs and the time
-    budget only stops training at its deadline."""
-    if cfg.max_minutes is None or cfg.max_steps > 0 or module.target.partitioned:
-        return cfg.max_steps
-    # A resumed budgeted run keeps the schedule it planned when it started (timing again would change it).
-    return planned_steps(resume) if resume is not None else steps_in_budget(module, dataset, cfg)
+    """`plan_schedule`'s max_steps."""
+    return plan_schedule(cfg, module, dataset, resume).max_steps
+
+
+def clock_of(checkpoint: Path) -> float | None:
+    """The time budget a checkpoint's schedule followed (its saved ClockSchedule state), else None."""
+    path = checkpoint / SCHEDULER_FILE
+    if not path.is_file():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return state.get("seconds") if isinstance(state, dict) and "spent_before" in state else None
+
+
+def epoch_steps(examples: int, cfg: TrainConfig) -> int:
+    """Optimizer steps in train.epochs over `examples`."""
+    return math.ceil(examples * cfg.epochs / (cfg.batch_size * cfg.grad_accum))
 
 
 def timing_batches(lengths: list[int], batch_size: int, count: int = 3) -> list[list[int]]:
@@ -75,5 +119,4 @@ def steps_in_budget(module: TrainingModule, dataset: ExampleDataset, cfg: TrainC
     """Optimizer steps that fit train.max_minutes (at most train.epochs over the data), by timing a few."""
     per_step = seconds_per_step(module, dataset, cfg) * cfg.grad_accum
     by_time = int(cfg.max_minutes * 60 / per_step)
-    by_epochs = math.ceil(len(dataset) * cfg.epochs / (cfg.batch_size * cfg.grad_accum))
-    return max(1, min(by_time, by_epochs))
+    return max(1, min(by_time, epoch_steps(len(dataset), cfg)))

@@ -15,6 +15,7 @@ of the logging window in progress, and the loss summed over the steps before it.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -35,16 +36,62 @@ from headstart.train.joint import joint_loss
 
 
 class TimeBudget(TrainerCallback):
-    """Stop cleanly (and save) when the wall-clock budget is spent."""
+    """Stop cleanly (and save) when the wall-clock budget is spent: the clock schedule's budget when
+    the run follows one (its own clock, earlier sessions of a resumed run included), else `minutes`
+    from now."""
 
     def __init__(self, minutes: float):
         self.deadline = time.monotonic() + minutes * 60
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if time.monotonic() >= self.deadline:
+    def on_step_end(self, args, state, control, lr_scheduler=None, **kwargs):
+        spent = lr_scheduler.fraction() >= 1.0 if isinstance(lr_scheduler, ClockSchedule) else time.monotonic() >= self.deadline
+        if spent:
             control.should_training_stop = True
             control.should_save = True
         return control
+
+
+def clock_factor(fraction: float, warmup: float, kind: str) -> float:
+    """The learning-rate factor at `fraction` of a time budget: a linear warmup over its first `warmup`,
+    then HF's schedule `kind` (cosine, linear, constant, constant_with_warmup) over the rest, 0 past the end."""
+    if fraction < warmup and kind != "constant":
+        return fraction / warmup
+    if kind.startswith("constant"):
+        return 1.0
+    done = 1.0 if warmup >= 1.0 else min(1.0, max(0.0, (fraction - warmup) / (1.0 - warmup)))
+    return 0.5 * (1.0 + math.cos(math.pi * done)) if kind == "cosine" else 1.0 - done
+
+
+#: the schedules a clock can drive (HF's names)
+CLOCK_SCHEDULES = ("cosine", "linear", "constant", "constant_with_warmup")
+
+
+class ClockSchedule(torch.optim.lr_scheduler.LambdaLR):
+    """A learning-rate schedule over a time budget instead of a step count: the factor after each
+    step is `clock_factor` of the share of `seconds` spent since training began, so a run on a machine
+    whose speed drifts still warms up, decays and ends with the budget. Its state (saved in every
+    checkpoint) holds the seconds spent, so a resumed run goes on where it stopped."""
+
+    def __init__(self, optimizer, seconds: float, warmup: float, kind: str):
+        self.seconds, self.warmup, self.kind = float(seconds), float(warmup), kind
+        self.spent_before, self.started = 0.0, time.monotonic()
+        super().__init__(optimizer, lambda _step: clock_factor(self.fraction(), self.warmup, self.kind))
+
+    def spent(self) -> float:
+        """Seconds of training so far, earlier sessions included."""
+        return self.spent_before + time.monotonic() - self.started
+
+    def fraction(self) -> float:
+        return self.spent() / self.seconds
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["spent_before"], state["started"] = self.spent(), None  # a monotonic time means nothing in another process
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        self.started = time.monotonic()
 
 
 class RunConfig(TrainerCallback):
@@ -116,8 +163,11 @@ class Progress(TrainerCallback):
     def __init__(self, module: TrainingModule):
         self.module = module
 
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.module.progress = state.global_step / max(1, state.max_steps)
+    def on_step_begin(self, args, state, control, lr_scheduler=None, **kwargs):
+        if isinstance(lr_scheduler, ClockSchedule):  # a time budget: the share of it spent
+            self.module.progress = min(1.0, lr_scheduler.fraction())
+        else:
+            self.module.progress = state.global_step / max(1, state.max_steps)
 
 
 class HeadTrainer(Trainer):
@@ -132,6 +182,16 @@ class HeadTrainer(Trainer):
         self._recent_sim: float | None = None  # simulated τ of the last logging window
         self.best: dict | None = None  # {"step", "sim_accept_length", "path"} of the best checkpoint
         self.loss_before = 0.0  # training loss summed over the steps before this session (a resumed run)
+        self.clock_seconds: float | None = None  # a time budget the schedule follows (train/budget.py `Plan`)
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        """HF's schedule over the steps, or with `clock_seconds` a `ClockSchedule` over that time."""
+        if self.clock_seconds is None or self.lr_scheduler is not None:
+            return super().create_scheduler(num_training_steps, optimizer)
+        cfg = self.train_config
+        self.lr_scheduler = ClockSchedule(optimizer or self.optimizer, self.clock_seconds, cfg.warmup_ratio, cfg.scheduler)
+        self._created_lr_scheduler = True
+        return self.lr_scheduler
 
     def resume_state(self) -> dict:
         """What a resumed run reads back to end as the uninterrupted one would: the best checkpoint

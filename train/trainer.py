@@ -30,7 +30,7 @@ from headstart.heads.checkpoint import load_heads, save_corpus
 from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy
 from headstart.heads.vocab import frequent_tokens
 from headstart.target import Target, is_partitioned, resolve_dtype
-from headstart.train.budget import schedule_steps
+from headstart.train.budget import Plan, plan_schedule
 from headstart.train.data import Example, ExampleDataset, build_examples, collate, split
 from headstart.train.features import training_dataset
 from headstart.train.hf_trainer import (
@@ -89,8 +89,8 @@ def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> dict
     module = TrainingModule(head, target, recipe.train)
     dataset = training_dataset(data.train, recipe.data.features_dir, target, head.feature_layers)  # online or cached
     _note_partitioning(recipe, target)
-    max_steps = schedule_steps(recipe.train, module, dataset, start.resume)
-    trainer = _setup_trainer(recipe, module, dataset, start.record, max_steps)
+    plan = plan_schedule(recipe.train, module, dataset, start.resume)
+    trainer = _setup_trainer(recipe, module, dataset, start.record, plan)
     _resume_or_clear(trainer, recipe.train, start.resume)
     outcome = _run(trainer, start.resume)
     head = unpartitioned(trainer, head, target).eval()
@@ -158,12 +158,13 @@ def _note_partitioning(recipe: Recipe, target: Target) -> None:
               file=sys.stderr)
 
 
-def _setup_trainer(recipe: Recipe, module: TrainingModule, dataset: ExampleDataset, record: dict, max_steps: int) -> HeadTrainer:
+def _setup_trainer(recipe: Recipe, module: TrainingModule, dataset: ExampleDataset, record: dict, plan: Plan) -> HeadTrainer:
     """The HF Trainer over `module` with the recipe's arguments and headstart's callbacks: the time
-    budget (with a margin: the schedule was sized by timing), the run config for the tracker, and
-    the progress Medusa-2's head-loss warmup reads. `record` goes into every checkpoint."""
+    budget (the clock schedule's own when `plan` has one; else train.max_minutes with a margin, the
+    steps having been sized by timing), the run config for the tracker, and the progress Medusa-2's
+    head-loss warmup reads. `record` goes into every checkpoint."""
     cfg, target = recipe.train, module.target
-    args = training_arguments(cfg, max_steps, use_bf16(cfg, target))
+    args = training_arguments(cfg, plan.max_steps, use_bf16(cfg, target))
     callbacks: list[TrainerCallback] = [TimeBudget(cfg.max_minutes * 1.15)] if cfg.max_minutes else []
     tracking = RunConfig(run_config(recipe, target, module.heads))
     callbacks += [tracking, Progress(module)]
@@ -178,6 +179,7 @@ def _setup_trainer(recipe: Recipe, module: TrainingModule, dataset: ExampleDatas
         data_collator=lambda rows: collate(rows, pad_id),
         callbacks=callbacks,
     )
+    trainer.clock_seconds = plan.clock_seconds
     tracking.tensorboard = next((c for c in trainer.callback_handler.callbacks if isinstance(c, TensorBoardCallback)), None)
     return trainer
 
