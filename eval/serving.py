@@ -155,10 +155,12 @@ def headstart_side(target, head, prompts: list[list[int]], k: int, max_new_token
 
 
 def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
-             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int = 2, interleave: bool = False) -> dict:
+             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int | None = None, interleave: bool = False) -> dict:
     """The job eval/vllm_run.py runs: the prompts as token ids, greedy, one engine after another (or,
-    with `interleave`, all loaded at once and taking turns prompt by prompt)."""
+    with `interleave`, all loaded at once and taking turns prompt by prompt). KV cache per engine:
+    `kv_cache_gib`, by default 2 GiB, or 1 when all engines are held at once."""
     longest = max(map(len, prompts)) + max_new_tokens + 16
+    kv_cache_gib = kv_cache_gib or (1 if interleave else 2)
     return {"model": str(model), "dtype": dtype, "max_model_len": max(256, -(-longest // 256) * 256), "kv_cache_gib": kv_cache_gib,
             "prompts": prompts, "max_tokens": max_new_tokens, "ignore_eos": ignore_eos, "stop_token_ids": eos or [],
             "engines": engines, "interleave": interleave}
@@ -286,8 +288,7 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         if corpus and getattr(head, "corpus", None) is not None:
             engines.append({"name": "corpus", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}})
             env = corpus_env(head_path, Path(tmp))
-        job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos,
-                       kv_cache_gib=1 if interleave else 2, interleave=interleave)
+        job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=interleave)
         log = Path(output).with_suffix(".vllm.log") if output else None
         if log:
             log.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ JOB.json:
                                                            "num_speculative_tokens": 3}}]}
 
 OUT.json: {"vllm": version, "torch": version, "engines": [one record per engine]}, each record
-{"name", "ok", "error", "load_seconds", "seconds", "tokens", "outputs" (new token ids per prompt),
+{"name", "ok", "error", "load_seconds", "seconds", "prompt_seconds" (each prompt's), "tokens", "outputs" (new token ids per prompt),
 "metrics" ({"drafts", "draft_tokens", "accepted", "accepted_per_pos"} of the timed prompts only),
 "prompt_metrics" (the same counts for each prompt, in order),
 "draft_config" (the fields vLLM's draft model was built from)}. An engine that fails to load or
@@ -24,7 +24,7 @@ With `"interleave": true` in JOB.json all engines are loaded at once, in this pr
 (VLLM_ENABLE_V1_MULTIPROCESSING=0: an idle engine then takes no CPU), and each prompt is decoded by
 every engine in turn, the order rotating by one engine per prompt: a machine whose speed drifts over
 the minutes of a run (a shared CPU did, 2x within one run) then slows every engine alike, which one
-engine after the other cannot promise. Records then carry "interleaved": true and "prompt_seconds".
+engine after the other cannot promise. Records then carry "interleaved": true.
 
 vLLM starts its engine process by spawn, hence the __main__ guard.
 """
@@ -48,56 +48,64 @@ DRAFT_FIELDS = (
 )
 
 
-def spec_metrics(llm) -> dict:
-    """The engine's speculative-decoding counts so far (zero when it drafts nothing): the SpecDecodingStats
-    its scheduler reports each step, which vLLM's counters `vllm:spec_decode_num_drafts`,
-    `_num_draft_tokens`, `_num_accepted_tokens` and `_num_accepted_tokens_per_pos` add up. Counted
-    here, per engine (`count_spec_stats`): Prometheus' registry is one per process, and an engine loaded
-    later in the same process replaces the earlier one's counters there."""
-    counts = llm.headstart_counts
-    return {**counts, "accepted_per_pos": list(counts["accepted_per_pos"])}
+def zero_counts(k: int) -> dict:
+    return {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * k}
+
+
+def add_counts(into: dict, drafts: int, draft_tokens: int, accepted: int, per_pos) -> None:
+    into["drafts"] += drafts
+    into["draft_tokens"] += draft_tokens
+    into["accepted"] += accepted
+    for d, n in enumerate(list(per_pos)[: len(into["accepted_per_pos"])]):
+        into["accepted_per_pos"][d] += n
 
 
 def count_spec_stats(llm) -> None:
-    """Add up the engine's SpecDecodingStats as its stat loggers receive them, into llm.headstart_counts."""
-    counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    """Add up the engine's speculative-decoding counts into `llm.spec_counts` (`zero_counts`; put a fresh
+    one there to count anew): the SpecDecodingStats its scheduler reports each step, as its stat loggers
+    receive them, which vLLM's counters `vllm:spec_decode_num_drafts`, `_num_draft_tokens`,
+    `_num_accepted_tokens` and `_num_accepted_tokens_per_pos` add up. Counted here, per engine, because
+    Prometheus' registry is one per process and an engine loaded later in the same process replaces
+    the earlier one's counters there."""
     manager = llm.llm_engine.logger_manager
     record = manager.record
 
     def counting(*args, **kwargs):
-        stats = kwargs.get("scheduler_stats", args[0] if args else None)
-        spec = getattr(stats, "spec_decoding_stats", None)
+        spec = getattr(kwargs.get("scheduler_stats", args[0] if args else None), "spec_decoding_stats", None)
         if spec is not None:
-            counts["drafts"] += spec.num_drafts
-            counts["draft_tokens"] += spec.num_draft_tokens
-            counts["accepted"] += spec.num_accepted_tokens
-            per, new = counts["accepted_per_pos"], list(spec.num_accepted_tokens_per_pos)
-            counts["accepted_per_pos"] = [a + b for a, b in zip(per + [0] * len(new), new + [0] * len(per))][: max(len(per), len(new))]
+            add_counts(llm.spec_counts, spec.num_drafts, spec.num_draft_tokens, spec.num_accepted_tokens, spec.num_accepted_tokens_per_pos)
         return record(*args, **kwargs)
 
     manager.record = counting
-    llm.headstart_counts = counts
+    llm.spec_counts = zero_counts(0)
 
 
-def minus(after: dict, before: dict) -> dict:
-    per = before["accepted_per_pos"] + [0] * len(after["accepted_per_pos"])
-    return {
-        "drafts": after["drafts"] - before["drafts"],
-        "draft_tokens": after["draft_tokens"] - before["draft_tokens"],
-        "accepted": after["accepted"] - before["accepted"],
-        "accepted_per_pos": [a - b for a, b in zip(after["accepted_per_pos"], per)],
-    }
+class Decoder:
+    """One engine decoding prompts one at a time (batch 1, as headstart's loop decodes): each call timed,
+    its output and its speculative-decoding counts kept."""
 
+    def __init__(self, llm, params, engine: dict):
+        self.llm, self.params = llm, params
+        self.k = (engine.get("speculative_config") or {}).get("num_speculative_tokens", 0)
+        self.seconds: list[float] = []
+        self.outputs: list[list[int]] = []
+        self.counts: list[dict] = []
 
-def total(counts: list[dict], k: int) -> dict:
-    """The sum of per-call counts, over the engine's k positions (none for an engine that drafts nothing)."""
-    out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * k}
-    for c in counts:
-        for key in ("drafts", "draft_tokens", "accepted"):
-            out[key] += c[key]
-        for d, n in enumerate(c["accepted_per_pos"][:k]):
-            out["accepted_per_pos"][d] += n
-    return out
+    def decode(self, prompt: list[int]) -> None:
+        self.llm.spec_counts = zero_counts(self.k)
+        t0 = time.perf_counter()
+        out = self.llm.generate([{"prompt_token_ids": list(prompt)}], self.params, use_tqdm=False)
+        self.seconds.append(time.perf_counter() - t0)
+        self.outputs.append(list(out[0].outputs[0].token_ids))
+        self.counts.append(self.llm.spec_counts)
+
+    def results(self) -> dict:
+        """The record's fields: seconds, prompt_seconds, tokens, outputs, metrics and prompt_metrics."""
+        metrics = zero_counts(self.k)
+        for c in self.counts:
+            add_counts(metrics, c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"])
+        return {"ok": True, "seconds": sum(self.seconds), "prompt_seconds": self.seconds, "tokens": sum(map(len, self.outputs)),
+                "outputs": self.outputs, "metrics": metrics, "prompt_metrics": self.counts}
 
 
 def draft_config(llm) -> dict | None:
@@ -186,20 +194,10 @@ def run_engine(job: dict, engine: dict) -> dict:
     llm = None
     try:
         llm = load_engine(job, engine, record)
-        params = sampling(job)
-        prompts = [{"prompt_token_ids": list(p)} for p in job["prompts"]]
-        marks = [spec_metrics(llm)]  # the counters before the timed prompts, then after each
-        outputs, seconds = [], 0.0
-        for p in prompts:  # batch 1, as headstart's loop decodes
-            t0 = time.perf_counter()
-            out = llm.generate([p], params, use_tqdm=False)
-            seconds += time.perf_counter() - t0
-            outputs.append(list(out[0].outputs[0].token_ids))
-            marks.append(spec_metrics(llm))
-        record.update(
-            ok=True, seconds=seconds, tokens=sum(map(len, outputs)), outputs=outputs,
-            metrics=minus(marks[-1], marks[0]), prompt_metrics=[minus(b, a) for a, b in zip(marks, marks[1:])],
-        )
+        decoder = Decoder(llm, sampling(job), engine)
+        for p in job["prompts"]:
+            decoder.decode(p)
+        record.update(decoder.results())
     except Exception as e:  # recorded, so that the next engine still runs
         failed(record, e)
     finally:
@@ -211,40 +209,28 @@ def run_interleaved(job: dict) -> list[dict]:
     """Every engine loaded at once; prompt i decoded by each engine in turn, starting from engine i mod n."""
     records = [{"name": e["name"], "ok": False, "error": None, "speculative_config": e.get("speculative_config"), "interleaved": True}
                for e in job["engines"]]
-    llms = {}
+    decoders, params = {}, sampling(job)
     for engine, record in zip(job["engines"], records):
         try:
-            llms[record["name"]] = load_engine(job, engine, record)
+            decoders[record["name"]] = Decoder(load_engine(job, engine, record), params, engine)
         except Exception as e:  # recorded; the others still run
             failed(record, e)
-    live = [r for r in records if r["name"] in llms]
-    params = sampling(job)
-    state = {r["name"]: {"counts": [], "outputs": [], "seconds": [], "k": (r["speculative_config"] or {}).get("num_speculative_tokens", 0)}
-             for r in live}
+    live = [r for r in records if r["name"] in decoders]
+    failing = set()
     for i, p in enumerate(job["prompts"]):
         for record in live[i % len(live):] + live[: i % len(live)]:
-            name, st = record["name"], state.get(record["name"])
-            if st is None:  # failed on an earlier prompt
+            if record["name"] in failing:  # failed on an earlier prompt
                 continue
             try:
-                before = spec_metrics(llms[name])
-                t0 = time.perf_counter()
-                out = llms[name].generate([{"prompt_token_ids": list(p)}], params, use_tqdm=False)
-                st["seconds"].append(time.perf_counter() - t0)
-                st["outputs"].append(list(out[0].outputs[0].token_ids))
-                st["counts"].append(total([minus(spec_metrics(llms[name]), before)], st["k"]))
+                decoders[record["name"]].decode(p)
             except Exception as e:
                 failed(record, e)
-                del state[name]
+                failing.add(record["name"])
     for record in live:
-        st = state.get(record["name"])
-        if st is not None:
-            record.update(
-                ok=True, seconds=sum(st["seconds"]), prompt_seconds=st["seconds"], tokens=sum(map(len, st["outputs"])),
-                outputs=st["outputs"], metrics=total(st["counts"], st["k"]), prompt_metrics=st["counts"],
-            )
-    for llm in llms.values():
-        close(llm)
+        if record["name"] not in failing:
+            record.update(decoders[record["name"]].results())
+    for decoder in decoders.values():
+        close(decoder.llm)
     return records
 
 

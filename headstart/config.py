@@ -318,6 +318,15 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
     return [a for a in argv if not _OVERRIDE.match(a)], overrides
 
 
+def parse_script_args(ap, argv: list[str]):
+    """`ap.parse_args` of a script whose positional `overrides` collects dotted recipe overrides, those
+    taken out first wherever they stand (`split_overrides`) and appended to `args.overrides`."""
+    rest, overrides = split_overrides(argv)
+    args = ap.parse_args(rest)
+    args.overrides = [*args.overrides, *overrides]
+    return args
+
+
 def load_recipe(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
     """Read a YAML recipe (or start from defaults when `path` is None) and apply dotted overrides."""
     data: dict = {}

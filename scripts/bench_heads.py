@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import Recipe, load_recipe, split_overrides
+from headstart.config import Recipe, load_recipe, parse_script_args
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
@@ -68,9 +68,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16", help="the target's dtype for training and decoding")
     ap.add_argument("--parallel-tokens", type=int, default=4, help="K of the eagle3-parallel head: positions drafted per forward")
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides for every head, e.g. data.features_dir=runs/cache")
-    rest, overrides = split_overrides(sys.argv[1:])  # dotted overrides may follow a list option
-    args = ap.parse_args(rest)
-    args.overrides = [*args.overrides, *overrides]
+    args = parse_script_args(ap, sys.argv[1:])  # dotted overrides may follow a list option
     torch.manual_seed(0)
     target = embedded_target(dtype=getattr(torch, args.dtype), pack_linears=True)  # as the CLI loads it
     out = Path(args.out)

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import load_recipe, split_overrides
+from headstart.config import load_recipe, parse_script_args
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
@@ -43,9 +43,7 @@ def main() -> None:
     ap.add_argument("--out", default="runs/bench_medusa2")
     ap.add_argument("--reuse", action="store_true", help="skip training where OUT/<name>/final exists")
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides for both, e.g. data.limit=2000")
-    rest, overrides = split_overrides(sys.argv[1:])  # dotted overrides may follow a list option
-    args = ap.parse_args(rest)
-    args.overrides = [*args.overrides, *overrides]
+    args = parse_script_args(ap, sys.argv[1:])  # dotted overrides may follow a list option
     torch.manual_seed(0)
     base = embedded_target(dtype=getattr(torch, args.dtype))
     adapted = Target(copy.deepcopy(base.model), base.tokenizer, name=base.name)  # Medusa-2 adapts this copy

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import load_recipe, split_overrides
+from headstart.config import load_recipe, parse_script_args
 from headstart.decode.vllm_proposer import CLASS_PATH, along_text_counts
 from headstart.eval.prediction import acceptance_from_counts, along_text_steps, headstart_acceptance
 from headstart.eval.prompts import load_eval_prompts
@@ -71,17 +71,9 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def parse_args(ap: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """The options, the dotted overrides taken wherever they stand (headstart.config.split_overrides)."""
-    rest, overrides = split_overrides(argv)
-    args = ap.parse_args(rest)
-    args.overrides = [*args.overrides, *overrides]
-    return args
-
-
 def main() -> None:
     ap = parser()
-    args = parse_args(ap, sys.argv[1:])
+    args = parse_script_args(ap, sys.argv[1:])  # dotted overrides may follow a list option
 
     recipe = load_recipe(args.recipe, args.overrides)
     t = recipe.target
@@ -108,8 +100,7 @@ def main() -> None:
         if args.sequential:
             engines.append({"name": "plain_end", "speculative_config": None})  # plain again last: the machine's drift over the run
         env = corpus_env(args.head, Path(tmp)) if args.corpus_ks else None
-        job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos,
-                       kv_cache_gib=2 if args.sequential else 1, interleave=not args.sequential)
+        job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=not args.sequential)
         result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"), env=env)
     ours = {k: headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos, plain=(k == args.ks[0])) for k in args.ks}
     acceptance = {}  # k -> vLLM's, headstart's on its own text, headstart's along vLLM's text; per prompt too

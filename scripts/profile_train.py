@@ -45,7 +45,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from transformers import AutoModelForCausalLM, LlamaConfig, Trainer
 
-from headstart.config import load_recipe, split_overrides
+from headstart.config import load_recipe, parse_script_args
 from headstart.decode.io import Clock
 from headstart.target import Target, resolve_dtype
 from headstart.train.data import Example, build_examples, collate
@@ -317,9 +317,7 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     ap.add_argument("--out", default=None, help="write the rows and their context as JSON here")
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides for every kind, e.g. train.batch_size=4")
-    rest, overrides = split_overrides(sys.argv[1:])  # dotted overrides may follow a list option
-    args = ap.parse_args(rest)
-    args.overrides = [*args.overrides, *overrides]
+    args = parse_script_args(ap, sys.argv[1:])  # dotted overrides may follow a list option
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     paths = {kind: Path(args.recipes) / f"{kind}.yaml" for kind in args.kinds}

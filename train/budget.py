@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers.trainer import SCHEDULER_NAME
 
 from headstart.config import TrainConfig
 from headstart.train.data import ExampleDataset, collate
 from headstart.train.hf_trainer import CLOCK_SCHEDULES, TrainingModule, use_bf16
 from headstart.train.resume import planned_steps
-
-SCHEDULER_FILE = "scheduler.pt"  # HF's name for the schedule's state in a checkpoint
 
 
 @dataclass(frozen=True)
@@ -55,14 +54,9 @@ def plan_schedule(cfg: TrainConfig, module: TrainingModule, dataset: ExampleData
     return Plan(by_time)
 
 
-def schedule_steps(cfg: TrainConfig, module: TrainingModule, dataset: ExampleDataset, resume: Path | None) -> int:
-    """`plan_schedule`'s max_steps."""
-    return plan_schedule(cfg, module, dataset, resume).max_steps
-
-
 def clock_of(checkpoint: Path) -> float | None:
     """The time budget a checkpoint's schedule followed (its saved ClockSchedule state), else None."""
-    path = checkpoint / SCHEDULER_FILE
+    path = checkpoint / SCHEDULER_NAME  # HF's file for the schedule's state
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=True)

@@ -7,6 +7,7 @@ import importlib.util
 
 import pytest
 
+from headstart.config import parse_script_args
 from tests.helpers import ROOT
 
 
@@ -14,7 +15,7 @@ def parse_args(argv):
     spec = importlib.util.spec_from_file_location("bench_serving", ROOT / "scripts" / "bench_serving.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.parse_args(module.parser(), argv)
+    return parse_script_args(module.parser(), argv)
 
 
 def test_overrides_after_a_list_option():

@@ -7,15 +7,14 @@ import math
 
 import pytest
 import torch
+from transformers.trainer import SCHEDULER_NAME
 
 import headstart as hs
 from headstart.config import load_recipe
 from headstart.train.budget import (
-    SCHEDULER_FILE,
     Plan,
     clock_of,
     plan_schedule,
-    schedule_steps,
     seconds_per_step,
     timing_batches,
 )
@@ -41,9 +40,9 @@ def setup(*overrides):
 
 def test_explicit_steps_and_no_budget_leave_the_schedule_to_the_recipe():
     module, dataset, cfg = setup("train.max_steps=5", "train.max_minutes=10")
-    assert schedule_steps(cfg, module, dataset, None) == 5
+    assert plan_schedule(cfg, module, dataset, None).max_steps == 5
     module, dataset, cfg = setup()  # no budget: -1, the Trainer's own epochs schedule
-    assert cfg.max_minutes is None and schedule_steps(cfg, module, dataset, None) == -1
+    assert cfg.max_minutes is None and plan_schedule(cfg, module, dataset, None).max_steps == -1
 
 
 def test_a_generous_budget_is_capped_by_epochs_and_a_tight_one_follows_the_clock():
@@ -65,9 +64,9 @@ def test_timing_leaves_no_gradients_behind():
 
 def test_a_resumed_budgeted_run_keeps_the_steps_it_planned(tmp_path):
     module, dataset, cfg = setup("train.max_minutes=1000")
-    assert schedule_steps(cfg, module, dataset, None) == math.ceil(30 / 4) == 8
+    assert plan_schedule(cfg, module, dataset, None).max_steps == math.ceil(30 / 4) == 8
     (tmp_path / TRAINER_STATE).write_text(json.dumps({"global_step": 4, "max_steps": 7}))
-    assert schedule_steps(cfg, module, dataset, tmp_path) == 7
+    assert plan_schedule(cfg, module, dataset, tmp_path).max_steps == 7
 
 
 def test_timed_batches_are_short_typical_and_long_rows_of_similar_length():
@@ -94,9 +93,9 @@ def test_the_clock_goes_on_where_a_checkpoint_stopped(tmp_path):
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=1.0)
     clock = ClockSchedule(opt, 60.0, 0.05, "cosine")
     clock.spent_before = 30.0  # as if half the budget had gone by
-    torch.save(clock.state_dict(), tmp_path / SCHEDULER_FILE)
+    torch.save(clock.state_dict(), tmp_path / SCHEDULER_NAME)
     later = ClockSchedule(torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=1.0), 60.0, 0.05, "cosine")
-    later.load_state_dict(torch.load(tmp_path / SCHEDULER_FILE, weights_only=True))
+    later.load_state_dict(torch.load(tmp_path / SCHEDULER_NAME, weights_only=True))
     assert 30.0 <= later.spent() < 31.0 and 0.5 <= later.fraction() < 0.52
     assert clock_of(tmp_path) == 60.0 and clock_of(tmp_path / "nowhere") is None
 
