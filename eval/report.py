@@ -53,6 +53,12 @@ def _x(value) -> str:
     return "—" if value is None else f"{value:.2f}x"
 
 
+def _device(machine: dict) -> str:
+    """"cpu, AVX512-BF16 + AMX"; a GPU's name alone; reports written before the CPU kind was kept: the device."""
+    cpu = machine.get("cpu")
+    return f"{machine['device']}, {cpu}" if cpu and machine["device"] == "cpu" else machine["device"]
+
+
 def format_table(report: dict) -> str:
     """The report as Markdown a person reads (also what `headstart eval` prints)."""
     kinds = {h["label"]: h["kind"] for h in report["heads"]}
@@ -60,7 +66,7 @@ def format_table(report: dict) -> str:
     turns = f" ({p['turns']} turns)" if p["turns"] != p["count"] else ""
     lines = [
         f"Evaluation of `{report['target']['name']}` ({report['target']['dtype']}, {report['machine']['threads']} threads, "
-        f"{report['machine']['device']}): {p['count']} held-out prompts{turns} x {p['max_new_tokens']} new tokens from "
+        f"{_device(report['machine'])}): {p['count']} held-out prompts{turns} x {p['max_new_tokens']} new tokens from "
         f"{', '.join(p['files']) or 'prompts given in code'}; categories: {', '.join(p['categories'])}",
     ]
     for res in report["results"]:

@@ -34,6 +34,7 @@ from headstart.eval.methods import Methods, build_methods
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
 from headstart.eval.report import format_table, write_outputs
 from headstart.eval.speed import Decoded, EvalError, relative_forward_cost
+from headstart.target import cpu_kind
 
 SCHEMA_VERSION = 1
 __all__ = ["SCHEMA_VERSION", "evaluate", "format_table"]
@@ -204,6 +205,7 @@ def _machine(target) -> dict:
         "threads": torch.get_num_threads(),
         "processor": platform.processor() or platform.machine(),
         "device": str(target.device),
+        "cpu": cpu_kind(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }

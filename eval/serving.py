@@ -48,6 +48,7 @@ from headstart.eval.prediction import (
     headstart_acceptance,
 )
 from headstart.eval.speed import eos_ids, run_plain, run_speculative
+from headstart.target import cpu_kind
 
 RUNNER = Path(__file__).with_name("vllm_run.py")
 #: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
@@ -304,7 +305,7 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         "conventions": CONVENTIONS,
         "prompts": {"files": cfg.prompts, "count": len(prompts), "max_new_tokens": cfg.max_new_tokens},
         "machine": {"threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
-                    "avx512_bf16": _has_flag("avx512_bf16"), "torch": torch.__version__, "vllm": result["vllm"],
+                    "avx512_bf16": _has_flag("avx512_bf16"), "cpu": cpu_kind(), "torch": torch.__version__, "vllm": result["vllm"],
                     "python": sys.version.split()[0], "load_average": load,
                     "vllm_engines": "interleaved prompt by prompt, one process" if interleave else "one after the other"},
         **compare(result, ours, k, ngram_engine="ngram" if ngram else None),

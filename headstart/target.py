@@ -10,6 +10,7 @@ attention mask (0 where a query may attend a key, the dtype's minimum elsewhere)
 from __future__ import annotations
 
 import hashlib
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,20 +23,43 @@ from headstart.errors import HeadstartError
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
+#: oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) without native bf16 dot products: bf16 is emulated under them
+_BELOW_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"})
+
+
 def native_bf16() -> bool:
     """Whether bf16 matmuls are fast here: a CUDA GPU, or a CPU with AVX512-BF16 or AMX.
 
     On CPUs without them (AVX2 only) PyTorch emulates bf16: a forward over 8 tokens measured 3.6x
     one token in bf16 against 1.9x in float32 on such a machine, and batched training forwards 7x
-    slower, so there float32 is the faster dtype.
+    slower, so there float32 is the faster dtype. A CPU capped below bf16 by oneDNN's own variable
+    (`ONEDNN_MAX_CPU_ISA=AVX2`, which PyTorch's bf16 matmuls obey) counts as one without them: that
+    is how an AVX512 machine runs what an AVX2 one would (README, "Dtype").
     """
     if torch.cuda.is_available():
         return True
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _BELOW_BF16:
+        return False
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def cpu_kind() -> str:
+    """The CPU as speed figures name it: "AVX512-BF16 + AMX", "AVX512-BF16", "AVX512" or "AVX2", and the
+    instruction caps in force (`capped: ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2`), if any."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    if "avx512_bf16" in flags:
+        kind = "AVX512-BF16" + (" + AMX" if "amx_bf16" in flags else "")
+    else:
+        kind = "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    caps = [f"{k}={os.environ[k]}" for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS") if os.environ.get(k)]
+    return kind + (f" (capped: {' '.join(caps)})" if caps else "")
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import subprocess
 
 import torch
 
@@ -31,12 +30,7 @@ from headstart.decode.plain import plain_generate
 from headstart.decode.tune import tree_options
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads
-from headstart.target import Target
-
-
-def machine_kind() -> str:
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return "AVX512-BF16" if "avx512_bf16" in flags else "AVX2 (no native bf16)"
+from headstart.target import Target, cpu_kind
 
 
 def main() -> None:
@@ -120,7 +114,7 @@ def main() -> None:
     plain = totals["plain"]
     cats = [r.category for r in records]
     print(f"\n{target.name} ({args.dtype}, packed), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
-          f"{torch.get_num_threads()} threads, {machine_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds")
+          f"{torch.get_num_threads()} threads, {cpu_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds")
     print("τ: tokens per verification after prefill, the bonus token counted (plain decoding = 1.00)\n")
     print("| decoding | τ | tokens/s | vs plain | " + " | ".join(cats) + " |")
     print("|---|---|---|---|" + "---|" * len(cats))

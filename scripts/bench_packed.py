@@ -12,7 +12,6 @@ tokens/s of each and the ratios, and whether packed outputs equal stock ones tok
 from __future__ import annotations
 
 import argparse
-import subprocess
 import time
 
 import torch
@@ -26,12 +25,7 @@ from headstart.decode.tune import tree_options
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads
 from headstart.packed import unpack_linears
-from headstart.target import Target
-
-
-def machine_kind() -> str:
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return "AVX512-BF16" if "avx512_bf16" in flags else "AVX2 (no native bf16)"
+from headstart.target import Target, cpu_kind
 
 
 def main() -> None:
@@ -95,7 +89,7 @@ def main() -> None:
         return t / s
 
     print(f"\n{target.name} ({args.dtype}), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
-          f"{torch.get_num_threads()} threads, {machine_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds\n")
+          f"{torch.get_num_threads()} threads, {cpu_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds\n")
     print("| decoding | stock tok/s | packed tok/s | packed / stock | vs stock plain loop | vs packed plain loop | same tokens |")
     print("|---|---|---|---|---|---|---|")
     plain = "headstart plain loop"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -47,7 +46,7 @@ from headstart.eval.serving import (
 )
 from headstart.heads.checkpoint import load_heads
 from headstart.heads.export import export, import_heads
-from headstart.target import Target
+from headstart.target import Target, cpu_kind
 
 
 def counted(m: dict) -> dict:
@@ -152,10 +151,8 @@ def main() -> None:
         rows.append((f"headstart loop + head, chain {k}", k, ours[k]["acceptance"]["mean_acceptance_length"], "-", "-",
                      sum(map(len, h["outputs"])) / h["seconds"], same(h["outputs"])))
 
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    kind = ("AVX512-BF16" if "avx512_bf16" in flags else "AVX2") + (" + AMX" if "amx_bf16" in flags else "")
     lines = [f"{target.name}, {dtype}, greedy, {len(prompts)} prompts x {cfg.max_new_tokens} tokens, batch 1, "
-             f"{kind} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}; {how}; "
+             f"{cpu_kind()} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}; {how}; "
              "headstart's loop runs after vLLM",
              "",
              "| decoding | k | acceptance length (bonus counted) | headstart's prediction, its own text | headstart's prediction, "

@@ -77,3 +77,24 @@ def test_softcapping_and_float_masks_are_the_targets():
     assert float_mask(allowed, torch.bfloat16).shape == (1, 1, 2, 2)
     assert torch.equal(float_mask(allowed, torch.bfloat16)[0, 0], want)
     assert float_mask(allowed.expand(3, 2, 2), torch.bfloat16).shape == (3, 1, 2, 2)  # one mask per row
+
+
+def test_a_cpu_capped_below_bf16_decodes_in_float32(monkeypatch):
+    """`dtype: auto` follows oneDNN's ISA cap: under ONEDNN_MAX_CPU_ISA=AVX2 bf16 is emulated, so float32
+    (how an AVX512 machine runs the AVX2 path); the cap shows in the CPU kind the reports print."""
+    from headstart.target import cpu_kind, native_bf16, resolve_dtype
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is always native bf16")
+    for var in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    uncapped = native_bf16()
+    assert "capped" not in cpu_kind()
+    for cap in ("AVX2", "avx2", "AVX512_CORE"):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert native_bf16() is False
+        assert resolve_dtype("auto") is torch.float32
+        assert f"capped: ONEDNN_MAX_CPU_ISA={cap}" in cpu_kind()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")  # a cap at or above bf16 changes nothing
+    assert native_bf16() is uncapped
+    assert resolve_dtype("auto") is (torch.bfloat16 if uncapped else torch.float32)
