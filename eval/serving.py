@@ -48,7 +48,7 @@ from headstart.eval.prediction import (
     headstart_acceptance,
 )
 from headstart.eval.speed import eos_ids, run_plain, run_speculative
-from headstart.target import cpu_kind
+from headstart.target import cpu_flags, cpu_kind
 
 RUNNER = Path(__file__).with_name("vllm_run.py")
 #: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
@@ -305,7 +305,7 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         "conventions": CONVENTIONS,
         "prompts": {"files": cfg.prompts, "count": len(prompts), "max_new_tokens": cfg.max_new_tokens},
         "machine": {"threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
-                    "avx512_bf16": _has_flag("avx512_bf16"), "cpu": cpu_kind(), "torch": torch.__version__, "vllm": result["vllm"],
+                    "avx512_bf16": "avx512_bf16" in cpu_flags(), "cpu": cpu_kind(), "torch": torch.__version__, "vllm": result["vllm"],
                     "python": sys.version.split()[0], "load_average": load,
                     "vllm_engines": "interleaved prompt by prompt, one process" if interleave else "one after the other"},
         **compare(result, ours, k, ngram_engine="ngram" if ngram else None),
@@ -347,13 +347,6 @@ def corpus_report(result: dict, corpus, prompts: list[list[int]], k: int, base: 
             "relative_difference_along_vllm_text": differences(vllm_acc, along),
             "agreement_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
             "speed": _speed(served["tokens"], served["seconds"], base)}
-
-
-def _has_flag(flag: str) -> bool | None:
-    try:
-        return flag in Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return None
 
 
 def _f(value, fmt: str = "{:.3f}") -> str:

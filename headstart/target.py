@@ -40,20 +40,22 @@ def native_bf16() -> bool:
         return True
     if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _BELOW_BF16:
         return False
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
+    flags = cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as /proc/cpuinfo lists them (what `lscpu` shows); empty where it cannot be read."""
+    try:
+        return set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return set()
 
 
 def cpu_kind() -> str:
     """The CPU as speed figures name it: "AVX512-BF16 + AMX", "AVX512-BF16", "AVX512" or "AVX2", and the
     instruction caps in force (`capped: ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2`), if any."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        flags = set()
+    flags = cpu_flags()
     if "avx512_bf16" in flags:
         kind = "AVX512-BF16" + (" + AMX" if "amx_bf16" in flags else "")
     else:
