@@ -156,15 +156,22 @@ def headstart_side(target, head, prompts: list[list[int]], k: int, max_new_token
 
 
 def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
-             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int | None = None, interleave: bool = False) -> dict:
+             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int | None = None, interleave: bool = False,
+             compiled: bool = False) -> dict:
     """The job eval/vllm_run.py runs: the prompts as token ids, greedy, one engine after another (or,
     with `interleave`, all loaded at once and taking turns prompt by prompt). KV cache per engine:
-    `kv_cache_gib`, by default 2 GiB, or 1 when all engines are held at once."""
+    `kv_cache_gib`, by default 2 GiB, or 1 when all engines are held at once. `compiled`: vLLM's
+    default mode (its model compiled by torch.compile) instead of eager (`enforce_eager=True`)."""
     longest = max(map(len, prompts)) + max_new_tokens + 16
     kv_cache_gib = kv_cache_gib or (1 if interleave else 2)
     return {"model": str(model), "dtype": dtype, "max_model_len": max(256, -(-longest // 256) * 256), "kv_cache_gib": kv_cache_gib,
             "prompts": prompts, "max_tokens": max_new_tokens, "ignore_eos": ignore_eos, "stop_token_ids": eos or [],
-            "engines": engines, "interleave": interleave}
+            "engines": engines, "interleave": interleave, "compiled": compiled}
+
+
+def vllm_mode(compiled: bool) -> str:
+    """How the vLLM engines ran, as reports say it."""
+    return "compiled (torch.compile, vLLM's default)" if compiled else "eager (enforce_eager=True)"
 
 
 def engine_record(result: dict, name: str) -> dict:
@@ -253,12 +260,14 @@ def head_speculative_config(head, method: str, folder, k: int) -> dict:
 
 
 def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str | None = None, ngram: bool = True,
-                output: str | Path | None = None, timeout: float = 1800.0, corpus: bool = True, interleave: bool = True) -> dict:
+                output: str | Path | None = None, timeout: float = 1800.0, corpus: bool = True, interleave: bool = True,
+                compiled: bool = False) -> dict:
     """Export the head, serve it in vLLM beside plain and n-gram decoding (and, when the head carries
     a corpus table and `corpus`, vLLM with headstart's corpus proposer), decode the same prompts
     with headstart's loop, and write <output>.json and .md (when output is given). `interleave`: the
     vLLM engines loaded at once in one process, taking turns prompt by prompt (eval/vllm_run.py), so
-    that a machine's drift slows them alike; False: one engine process after the other."""
+    that a machine's drift slows them alike; False: one engine process after the other. `compiled`:
+    vLLM's default mode, torch.compile, instead of eager (`enforce_eager=True`)."""
     from headstart.chat import encode_chat
     from headstart.eval.prompts import load_eval_prompts
     from headstart.heads.checkpoint import load_heads
@@ -289,7 +298,8 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         if corpus and getattr(head, "corpus", None) is not None:
             engines.append({"name": "corpus", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}})
             env = corpus_env(head_path, Path(tmp))
-        job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=interleave)
+        job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=interleave,
+                       compiled=compiled)
         log = Path(output).with_suffix(".vllm.log") if output else None
         if log:
             log.parent.mkdir(parents=True, exist_ok=True)
@@ -307,7 +317,8 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         "machine": {"threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
                     "avx512_bf16": "avx512_bf16" in cpu_flags(), "cpu": cpu_kind(), "torch": torch.__version__, "vllm": result["vllm"],
                     "python": sys.version.split()[0], "load_average": load,
-                    "vllm_engines": "interleaved prompt by prompt, one process" if interleave else "one after the other"},
+                    "vllm_engines": "interleaved prompt by prompt, one process" if interleave else "one after the other",
+                    "vllm_mode": vllm_mode(compiled)},
         **compare(result, ours, k, ngram_engine="ngram" if ngram else None),
     }
     if env:
@@ -393,8 +404,8 @@ def format_serving(report: dict) -> str:
                   f"{_f(trained['draft_token_acceptance'])}."]
     names = {"vllm_plain": "vLLM plain", "vllm_head": f"vLLM + head (k = {k})", "vllm_ngram": f"vLLM n-gram (k = {k})",
              "headstart_plain": "headstart plain loop", "headstart_head": f"headstart + head (chain of {k})"}
-    engines = report["machine"].get("vllm_engines")
-    lines += ["", f"Speed (vLLM engines {engines}; headstart's loop after them):" if engines else "Speed:",
+    engines, mode = report["machine"].get("vllm_engines"), report["machine"].get("vllm_mode")
+    lines += ["", f"Speed (vLLM engines {engines}, {mode}; headstart's loop after them):" if engines else "Speed:",
               "", "| decoding | tokens | seconds | tokens/s | vs vLLM plain |", "|---|---|---|---|---|"]
     for key, name in names.items():
         if key in report["speed"]:

@@ -154,7 +154,7 @@ def load_engine(job: dict, engine: dict, record: dict):
         model=job["model"],
         dtype=job.get("dtype", "float32"),
         max_model_len=job.get("max_model_len", 512),
-        enforce_eager=True,
+        enforce_eager=not job.get("compiled"),  # compiled: vLLM's own default (torch.compile); eager starts sooner
         seed=0,
         disable_log_stats=False,
         speculative_config=engine.get("speculative_config"),

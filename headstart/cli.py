@@ -251,7 +251,7 @@ def cmd_serve_check(args) -> int:
     recipe = _recipe(args)
     out = args.out or str(Path(recipe.eval.output).with_name("serve-check.json"))
     report = serve_check(recipe, _target(recipe), args.head, k=args.k, layout=args.layout, ngram=not args.no_ngram, output=out,
-                         interleave=not args.sequential)
+                         interleave=not args.sequential, compiled=args.compiled)
     print(format_serving(report))
     print(f"\nresults: {out} (JSON), {Path(out).with_suffix('.md')}, vLLM's log {Path(out).with_suffix('.vllm.log')}")
     return 0
@@ -383,6 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-ngram", action="store_true", help="skip vLLM's n-gram proposer")
     s.add_argument("--sequential", action="store_true",
                    help="load vLLM's engines one after the other (each in its own process) instead of all at once, taking turns prompt by prompt")
+    s.add_argument("--compiled", action="store_true",
+                   help="run vLLM compiled (torch.compile, its own default; how a server runs) instead of eager (enforce_eager=True)")
     s.add_argument("--out", default=None, help="JSON report path (default: serve-check.json beside eval.output); .md beside it")
     s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")

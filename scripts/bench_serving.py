@@ -14,7 +14,8 @@ A shared machine's speed drifts over a run of several minutes (2x within one run
 all vLLM engines are loaded at once in one process and each prompt is decoded by every engine in turn
 (eval/vllm_run.py `interleave`); the drift then slows them alike. `--sequential` loads one engine after
 the other in vLLM's usual engine process instead, with vLLM plain first and again last, the speedups
-over both together, and the table's first line says how far the two were apart.
+over both together, and the table's first line says how far the two were apart. vLLM runs eager
+(`enforce_eager=True`, quicker to start) unless `--compiled` asks for its own default, torch.compile.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from headstart.eval.serving import (
     headstart_side,
     run_vllm,
     vllm_job,
+    vllm_mode,
 )
 from headstart.heads.checkpoint import load_heads
 from headstart.heads.export import export, import_heads
@@ -65,6 +67,8 @@ def parser() -> argparse.ArgumentParser:
                     help="also vLLM with headstart's corpus proposer (decode/vllm_proposer.py; the head folder's corpus table) at these k")
     ap.add_argument("--sequential", action="store_true",
                     help="one vLLM engine after the other (vLLM plain first and last) instead of interleaved prompt by prompt")
+    ap.add_argument("--compiled", action="store_true",
+                    help="vLLM compiled (torch.compile, its own default) instead of eager (enforce_eager=True)")
     ap.add_argument("--out", default="runs/bench_serving.json")
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides (section.key=value), before or after the options")
     return ap
@@ -99,7 +103,8 @@ def main() -> None:
         if args.sequential:
             engines.append({"name": "plain_end", "speculative_config": None})  # plain again last: the machine's drift over the run
         env = corpus_env(args.head, Path(tmp)) if args.corpus_ks else None
-        job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=not args.sequential)
+        job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=not args.sequential,
+                       compiled=args.compiled)
         result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"), env=env)
     ours = {k: headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos, plain=(k == args.ks[0])) for k in args.ks}
     acceptance = {}  # k -> vLLM's, headstart's on its own text, headstart's along vLLM's text; per prompt too
@@ -152,7 +157,8 @@ def main() -> None:
                      sum(map(len, h["outputs"])) / h["seconds"], same(h["outputs"])))
 
     lines = [f"{target.name}, {dtype}, greedy, {len(prompts)} prompts x {cfg.max_new_tokens} tokens, batch 1, "
-             f"{cpu_kind()} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']}, load average {os.getloadavg()[0]:.2f}; {how}; "
+             f"{cpu_kind()} CPU, {torch.get_num_threads()} threads, vLLM {result['vllm']} {vllm_mode(args.compiled)}, "
+             f"load average {os.getloadavg()[0]:.2f}; {how}; "
              "headstart's loop runs after vLLM",
              "",
              "| decoding | k | acceptance length (bonus counted) | headstart's prediction, its own text | headstart's prediction, "

@@ -89,7 +89,8 @@ def noisy(head, scale: float, seed: int = 0):
 
 def run_serve_check(tmp, target_folder, head_folder) -> dict:
     """`headstart serve-check` as a user runs it, on PROMPTS (a prompt file and a recipe written here):
-    the speculators layout of the head, a chain of K, float32. Returns its exit, output and files."""
+    the speculators layout of the head, a chain of K, float32, vLLM compiled as a server runs it (the
+    fixture's own engines run eager). Returns its exit, output and files."""
     tmp.mkdir()
     (tmp / "prompts.jsonl").write_text("".join(json.dumps({"id": str(i), "category": "chat", "prompt": p}) + "\n"
                                                for i, p in enumerate(PROMPTS)))
@@ -101,7 +102,7 @@ def run_serve_check(tmp, target_folder, head_folder) -> dict:
     out = tmp / "serve-check.json"
     proc = subprocess.run(
         [sys.executable, "-m", "headstart", "serve-check", str(tmp / "recipe.yaml"), "--head", str(head_folder),
-         "--k", str(K), "--layout", "speculators", "--out", str(out)],
+         "--k", str(K), "--layout", "speculators", "--compiled", "--out", str(out)],
         capture_output=True, text=True, timeout=1500,
     )
     report = json.loads(out.read_text()) if out.is_file() else None
@@ -230,7 +231,7 @@ def test_vllm_acceptance_equals_headstart_prediction(served):
 
 
 def test_serve_check_cli(served):
-    """`headstart serve-check` end to end (subprocess, speculators layout, float32): it exits 0 and writes
+    """`headstart serve-check` end to end (subprocess, speculators layout, float32, vLLM compiled): it exits 0 and writes
     the JSON and Markdown reports with every field, the conventions stated, vLLM's outputs identical to
     its plain ones (and to headstart's), and its acceptance equal to headstart's prediction."""
     cli, report = served["cli"], cli_report(served)
@@ -242,7 +243,8 @@ def test_serve_check_cli(served):
     assert report["target"]["dtype"] == "float32" and report["prompts"]["count"] == len(PROMPTS) and report["chain"] == K
     assert report["machine"]["vllm"] == "0.32.0" and report["machine"]["threads"] >= 1
     assert report["machine"]["vllm_engines"].startswith("interleaved")  # all engines in one process, taking turns
-    assert "interleaved prompt by prompt" in cli["markdown"]
+    assert report["machine"]["vllm_mode"].startswith("compiled")  # --compiled: torch.compile, vLLM's default
+    assert "interleaved prompt by prompt, one process, compiled" in cli["markdown"]
     for key in ("drafts", "draft_tokens", "accepted", "mean_acceptance_length", "accepted_per_draft", "draft_token_acceptance",
                 "acceptance_per_position", "relative_difference", "agreement", "tokens_per_s"):
         assert report["conventions"][key], key
