@@ -259,6 +259,17 @@ def head_speculative_config(head, method: str, folder, k: int) -> dict:
     return config
 
 
+def ngram_speculative_config(k: int) -> dict:
+    """vLLM's n-gram proposer, a chain of k: the continuation of a match of the request's last 1-4 tokens."""
+    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
+
+
+def corpus_speculative_config(k: int) -> dict:
+    """headstart's corpus proposer class (decode/vllm_proposer.py) in vLLM, chains of up to k; its table
+    comes from the serving environment (`corpus_env`)."""
+    return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
+
+
 def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str | None = None, ngram: bool = True,
                 output: str | Path | None = None, timeout: float = 1800.0, corpus: bool = True, interleave: bool = True,
                 compiled: bool = False) -> dict:
@@ -292,11 +303,10 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         engines = [{"name": "plain", "speculative_config": None},
                    {"name": "head", "speculative_config": head_speculative_config(head, method, folder, k)}]
         if ngram:
-            engines.append({"name": "ngram", "speculative_config": {"method": "ngram", "num_speculative_tokens": k,
-                                                                    "prompt_lookup_max": 4, "prompt_lookup_min": 1}})
+            engines.append({"name": "ngram", "speculative_config": ngram_speculative_config(k)})
         env = None
         if corpus and getattr(head, "corpus", None) is not None:
-            engines.append({"name": "corpus", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}})
+            engines.append({"name": "corpus", "speculative_config": corpus_speculative_config(k)})
             env = corpus_env(head_path, Path(tmp))
         job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=interleave,
                        compiled=compiled)

@@ -31,17 +31,19 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import load_recipe, parse_script_args
-from headstart.decode.vllm_proposer import CLASS_PATH, along_text_counts
+from headstart.decode.vllm_proposer import along_text_counts
 from headstart.eval.prediction import acceptance_from_counts, along_text_steps, headstart_acceptance
 from headstart.eval.prompts import load_eval_prompts
 from headstart.eval.serving import (
     SERVED,
     _model_folder,
     corpus_env,
+    corpus_speculative_config,
     engine_record,
     eos_ids,
     head_speculative_config,
     headstart_side,
+    ngram_speculative_config,
     run_vllm,
     vllm_job,
     vllm_mode,
@@ -95,11 +97,8 @@ def main() -> None:
         served = import_heads(folder, target, layout)
         engines = [{"name": "plain", "speculative_config": None}]
         engines += [{"name": f"k{k}", "speculative_config": head_speculative_config(head, method, folder, k)} for k in args.ks]
-        engines += [{"name": f"ngram{k}", "speculative_config": {"method": "ngram", "num_speculative_tokens": k,
-                                                                 "prompt_lookup_max": 4, "prompt_lookup_min": 1}}
-                    for k in ngram_ks]
-        engines += [{"name": f"corpus{k}", "speculative_config": {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}}
-                    for k in args.corpus_ks]
+        engines += [{"name": f"ngram{k}", "speculative_config": ngram_speculative_config(k)} for k in ngram_ks]
+        engines += [{"name": f"corpus{k}", "speculative_config": corpus_speculative_config(k)} for k in args.corpus_ks]
         if args.sequential:
             engines.append({"name": "plain_end", "speculative_config": None})  # plain again last: the machine's drift over the run
         env = corpus_env(args.head, Path(tmp)) if args.corpus_ks else None
