@@ -102,3 +102,39 @@ def along_text_acceptance(target, head, prompts: list[list[int]], texts: list[li
     """headstart's prediction along given texts (vLLM's outputs), in vLLM's counts (`headstart_acceptance`)."""
     steps = [a for prompt, text in zip(prompts, texts, strict=True) for a in along_text_steps(target, head, prompt, text, k)]
     return headstart_acceptance(steps, k)
+
+
+@torch.no_grad()
+def hybrid_along_text_counts(target, head, corpus, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
+    """What vLLM's counters read for the head served as headstart's hybrid (decode/vllm_proposer.py) if it
+    wrote these texts (greedy): from each last accepted position, the head drafts one token along the text
+    (teacher-forced, as `along_text_steps`), `hybrid_chain` makes the step's chain of 0..k from it, the
+    lookup and the corpus table, and the chain is accepted while it matches the text (followed by the
+    target's own k greedy tokens, which a last step's drafts are checked against). The first new token
+    comes from the prefill, undrafted. Counts as vLLM's: drafts (steps that carried drafts), draft tokens,
+    accepted, accepted per position."""
+    from headstart.decode.contract import DraftState
+    from headstart.decode.lookup import common_prefix
+    from headstart.decode.vllm_proposer import hybrid_chain
+
+    gen = chain_generator(target, head, 1)
+    spec = gen.tree_spec if gen.dynamic else gen.tree
+    drafts = draft_tokens = accepted = 0
+    per_position = [0] * k
+    for prompt, text in zip(prompts, texts, strict=True):
+        drafter = gen._drafters(1)[0] or head
+        out, ext = teacher_forced(target, prompt, text, gen.feature_layers if gen.needs_features else (), k)
+        feats = gen._features(out) if gen.needs_features else None
+        ids = torch.tensor([prompt + ext], device=target.device)
+        p, root, start = len(prompt), 0, 0
+        while root + 1 < len(text):
+            at = p + root
+            state = DraftState(out.hidden[:, at - 1], ids[:, at], None if feats is None else feats[:, start:at], ids[:, start:at], start)
+            first = int(drafter.propose(state, spec).tokens[0, 0])
+            chain = hybrid_chain(corpus, [*prompt, *ext[: root + 1]], k, first)[:k]
+            run = common_prefix(chain, ext[root + 1 :])
+            drafts, draft_tokens, accepted = drafts + bool(chain), draft_tokens + len(chain), accepted + run
+            for d in range(run):
+                per_position[d] += 1
+            start, root = at, root + run + 1
+    return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_position}

@@ -38,7 +38,15 @@ import torch
 
 from headstart.decode.lookup import common_prefix
 from headstart.decode.sampling import Sampling
-from headstart.decode.vllm_proposer import CLASS_PATH, ENV, PACKAGE_DIR, along_text_counts
+from headstart.decode.vllm_proposer import (
+    CLASS_PATH,
+    ENV,
+    HYBRID_ENV,
+    HYBRID_METHODS,
+    PACKAGE_DIR,
+    PLUGIN,
+    along_text_counts,
+)
 from headstart.errors import HeadstartError
 from headstart.eval.acceptance import round_floats
 from headstart.eval.prediction import (
@@ -46,6 +54,7 @@ from headstart.eval.prediction import (
     along_text_acceptance,
     chain_generator,
     headstart_acceptance,
+    hybrid_along_text_counts,
 )
 from headstart.eval.speed import eos_ids, run_plain, run_speculative
 from headstart.target import cpu_flags, cpu_kind
@@ -270,6 +279,13 @@ def corpus_speculative_config(k: int) -> dict:
     return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
 
 
+def hybrid_engine(head, method: str, folder, k: int, name: str | None = None) -> dict:
+    """An eval/vllm_run.py engine serving the exported head as headstart's hybrid (decode/vllm_proposer.py):
+    the head's speculative_config, with HEADSTART_HYBRID=1 set while vLLM creates it (the corpus table
+    comes from `corpus_env`, as the corpus proposer's does)."""
+    return {"name": name or f"hybrid{k}", "speculative_config": head_speculative_config(head, method, folder, k), "env": {HYBRID_ENV: "1"}}
+
+
 def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str | None = None, ngram: bool = True,
                 output: str | Path | None = None, timeout: float = 1800.0, corpus: bool = True, interleave: bool = True,
                 compiled: bool = False) -> dict:
@@ -307,6 +323,8 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
         env = None
         if corpus and getattr(head, "corpus", None) is not None:
             engines.append({"name": "corpus", "speculative_config": corpus_speculative_config(k)})
+            if method in HYBRID_METHODS and not head.options.get("parallel_drafting"):
+                engines.append(hybrid_engine(head, method, folder, k, name="hybrid"))
             env = corpus_env(head_path, Path(tmp))
         job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=interleave,
                        compiled=compiled)
@@ -333,6 +351,8 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
     }
     if env:
         report["corpus"] = corpus_report(result, head.corpus, prompts, k, report["speed"]["vllm_plain"]["tokens_per_s"])
+        if any(e["name"] == "hybrid" for e in engines):
+            report["hybrid"] = hybrid_report(result, target, served, head.corpus, prompts, k, report["speed"]["vllm_plain"]["tokens_per_s"])
     if trained_vocab != served_vocab:  # the trained head, for what serving it over the full vocabulary costs
         report["acceptance"]["headstart_as_trained"] = headstart_side(target, head, prompts, k, cfg.max_new_tokens, eos, plain=False)["acceptance"]
     report = round_floats(report)
@@ -345,12 +365,17 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
 
 
 def corpus_env(head_path: str | Path, tmp: Path) -> dict:
-    """The serving environment's variables for headstart's corpus proposer (decode/vllm_proposer.py):
+    """The serving environment's variables for headstart's corpus proposer and hybrid (decode/vllm_proposer.py):
     the head folder holding the table, and a folder holding only a link to this headstart package
-    on PYTHONPATH, so that vLLM's engine imports it without anything else of this environment."""
+    on PYTHONPATH, so that vLLM's engine imports it without anything else of this environment, with the
+    package metadata that names headstart's vLLM plugin (what `pip install headstart` writes)."""
     link = tmp / "pythonpath" / "headstart"
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(PACKAGE_DIR, target_is_directory=True)
+    meta = link.parent / "headstart-0.0.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: headstart\nVersion: 0.0.0\n")
+    (meta / "entry_points.txt").write_text(f"[vllm.general_plugins]\nheadstart = {PLUGIN}\n")
     path = os.pathsep.join(p for p in (str(link.parent), os.environ.get("PYTHONPATH")) if p)  # ours first, the user's kept
     return {ENV: str(Path(head_path).resolve()), "PYTHONPATH": path}
 
@@ -365,6 +390,21 @@ def corpus_report(result: dict, corpus, prompts: list[list[int]], k: int, base: 
     c = along_text_counts(corpus, prompts, served["outputs"], k)
     along = acceptance_from_counts(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"])
     return {"proposer": CLASS_PATH, "chain": k, "vllm": vllm_acc, "headstart_along_vllm_text": along,
+            "relative_difference_along_vllm_text": differences(vllm_acc, along),
+            "agreement_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
+            "speed": _speed(served["tokens"], served["seconds"], base)}
+
+
+def hybrid_report(result: dict, target, head, corpus, prompts: list[list[int]], k: int, base: float | None) -> dict:
+    """vLLM serving the head as headstart's hybrid (decode/vllm_proposer.py): its acceptance beside headstart's
+    count along the text it served (`hybrid_along_text_counts`, with the head as served), its speed and its
+    agreement with vLLM plain."""
+    served, plain = engine_record(result, "hybrid"), engine_record(result, "plain")
+    m = served["metrics"]
+    vllm_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
+    c = hybrid_along_text_counts(target, head, corpus, prompts, served["outputs"], k)
+    along = acceptance_from_counts(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"])
+    return {"plugin": PLUGIN, "chain": k, "vllm": vllm_acc, "headstart_along_vllm_text": along,
             "relative_difference_along_vllm_text": differences(vllm_acc, along),
             "agreement_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
             "speed": _speed(served["tokens"], served["seconds"], base)}
@@ -423,6 +463,7 @@ def format_serving(report: dict) -> str:
             lines.append(f"| {name} | {s['tokens']} | {_f(s['seconds'], '{:.1f}')} | {_f(s['tokens_per_s'], '{:.1f}')} | "
                          f"{_f(s['vs_vllm_plain'], '{:.2f}x')} |")
     lines += _corpus_lines(report.get("corpus"))
+    lines += _hybrid_lines(report.get("hybrid"))
     lines += ["", "| outputs identical to vLLM plain | matched | mean agreeing prefix |", "|---|---|---|"]
     for key, name in (("vllm_head_vs_vllm_plain", "vLLM + head"), ("headstart_plain_vs_vllm_plain", "headstart plain loop"),
                       ("headstart_head_vs_vllm_plain", "headstart + head")):
@@ -455,4 +496,20 @@ def _corpus_lines(corpus: dict | None) -> list[str]:
         f"{_f(v['mean_acceptance_length'])}, per draft that carried tokens); headstart along vLLM's text: {h['drafts']}, "
         f"{h['draft_tokens']}, {h['accepted']} ({_f(h['mean_acceptance_length'])}); outputs identical to vLLM plain: "
         f"{a['matched']}/{a['of']}.",
+    ]
+
+
+def _hybrid_lines(hybrid: dict | None) -> list[str]:
+    """The hybrid's line: vLLM's counts, its speed and its agreement with vLLM plain."""
+    if not hybrid:
+        return []
+    v, h, s, a = hybrid["vllm"], hybrid["headstart_along_vllm_text"], hybrid["speed"], hybrid["agreement_vs_vllm_plain"]
+    return [
+        "",
+        f"Hybrid (the head served with HEADSTART_HYBRID=1 through headstart's vLLM plugin `{hybrid['plugin']}`: prompt lookup, "
+        f"else the corpus table when sure, else the head's first draft and the table after it; chains of 0..{hybrid['chain']}): "
+        f"{_f(s['tokens_per_s'], '{:.1f}')} tokens/s, {_f(s['vs_vllm_plain'], '{:.2f}x')} vLLM plain; vLLM counted {v['drafts']} drafts, "
+        f"{v['draft_tokens']} draft tokens, {v['accepted']} accepted (mean acceptance length {_f(v['mean_acceptance_length'])}, per draft "
+        f"that carried tokens); headstart along vLLM's text: {h['drafts']}, {h['draft_tokens']}, {h['accepted']} "
+        f"({_f(h['mean_acceptance_length'])}); outputs identical to vLLM plain: {a['matched']}/{a['of']}.",
     ]

@@ -10,7 +10,10 @@ JOB.json:
      "max_tokens": 32, "ignore_eos": false, "stop_token_ids": [2],
      "engines": [{"name": "plain", "speculative_config": null},
                  {"name": "eagle3", "speculative_config": {"method": "eagle3", "model": "DIR",
-                                                           "num_speculative_tokens": 3}}]}
+                                                           "num_speculative_tokens": 3}},
+                 {"name": "hybrid", "speculative_config": {...}, "env": {"HEADSTART_HYBRID": "1"}}]}
+
+An engine's "env" is set while the engine is created (headstart's vLLM plugin reads HEADSTART_HYBRID then).
 
 OUT.json: {"vllm": version, "torch": version, "engines": [one record per engine]}, each record
 {"name", "ok", "error", "load_seconds", "seconds", "prompt_seconds" (each prompt's), "tokens", "outputs" (new token ids per prompt),
@@ -146,11 +149,32 @@ def _numba_proof() -> None:
 
 def load_engine(job: dict, engine: dict, record: dict):
     """The engine's LLM, loaded and warmed up with one short untimed request."""
-    from vllm import LLM, SamplingParams
+    from vllm import SamplingParams
 
     _numba_proof()
     start = time.perf_counter()
-    llm = LLM(
+    saved = {name: os.environ.get(name) for name in engine.get("env") or {}}
+    os.environ.update(engine.get("env") or {})  # read as the engine is created (headstart's hybrid: HEADSTART_HYBRID)
+    try:
+        llm = _create(job, engine)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    record["load_seconds"] = time.perf_counter() - start
+    record["draft_config"] = draft_config(llm)
+    count_spec_stats(llm)
+    llm.generate([{"prompt_token_ids": list(job["prompts"][0])}], SamplingParams(temperature=0.0, max_tokens=4, detokenize=False),
+                 use_tqdm=False)
+    return llm
+
+
+def _create(job: dict, engine: dict):
+    from vllm import LLM
+
+    return LLM(
         model=job["model"],
         dtype=job.get("dtype", "float32"),
         max_model_len=job.get("max_model_len", 512),
@@ -161,12 +185,6 @@ def load_engine(job: dict, engine: dict, record: dict):
         # interleaved, every engine is held at once: on a GPU each takes its share (CPUs read VLLM_CPU_KVCACHE_SPACE)
         gpu_memory_utilization=0.9 / len(job["engines"]) if job.get("interleave") else 0.9,
     )
-    record["load_seconds"] = time.perf_counter() - start
-    record["draft_config"] = draft_config(llm)
-    count_spec_stats(llm)
-    llm.generate([{"prompt_token_ids": list(job["prompts"][0])}], SamplingParams(temperature=0.0, max_tokens=4, detokenize=False),
-                 use_tqdm=False)
-    return llm
 
 
 def sampling(job: dict):

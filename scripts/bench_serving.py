@@ -32,7 +32,12 @@ import torch
 from headstart.chat import encode_chat
 from headstart.config import load_recipe, parse_script_args
 from headstart.decode.vllm_proposer import along_text_counts
-from headstart.eval.prediction import acceptance_from_counts, along_text_steps, headstart_acceptance
+from headstart.eval.prediction import (
+    acceptance_from_counts,
+    along_text_steps,
+    headstart_acceptance,
+    hybrid_along_text_counts,
+)
 from headstart.eval.prompts import load_eval_prompts
 from headstart.eval.serving import (
     SERVED,
@@ -43,6 +48,7 @@ from headstart.eval.serving import (
     eos_ids,
     head_speculative_config,
     headstart_side,
+    hybrid_engine,
     ngram_speculative_config,
     run_vllm,
     vllm_job,
@@ -67,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
                     help="k of vLLM's n-gram proposer (one engine each), run beside the head; 0: not run")
     ap.add_argument("--corpus-ks", type=int, nargs="+", default=[],
                     help="also vLLM with headstart's corpus proposer (decode/vllm_proposer.py; the head folder's corpus table) at these k")
+    ap.add_argument("--hybrid-ks", type=int, nargs="+", default=[],
+                    help="also the head served as headstart's hybrid (prompt lookup, the corpus table and the head's first draft in "
+                         "one chain a step; decode/vllm_proposer.py) at these k")
     ap.add_argument("--sequential", action="store_true",
                     help="one vLLM engine after the other (vLLM plain first and last) instead of interleaved prompt by prompt")
     ap.add_argument("--compiled", action="store_true",
@@ -85,8 +94,8 @@ def main() -> None:
     target = Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, attn_implementation=t.attn_implementation,
                                     pack_linears=t.pack_linears)
     head = load_heads(args.head, target=target)
-    if args.corpus_ks and head.corpus is None:
-        ap.error(f"--corpus-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
+    if (args.corpus_ks or args.hybrid_ks) and head.corpus is None:
+        ap.error(f"--corpus-ks/--hybrid-ks: {args.head} holds no corpus_ngram.safetensors (training saves it with train.corpus_ngram > 0)")
     layout, method = SERVED[head.kind][0][0], SERVED[head.kind][1]
     ngram_ks = [k for k in args.ngram_k if k > 0]
     cfg = recipe.eval
@@ -99,9 +108,10 @@ def main() -> None:
         engines += [{"name": f"k{k}", "speculative_config": head_speculative_config(head, method, folder, k)} for k in args.ks]
         engines += [{"name": f"ngram{k}", "speculative_config": ngram_speculative_config(k)} for k in ngram_ks]
         engines += [{"name": f"corpus{k}", "speculative_config": corpus_speculative_config(k)} for k in args.corpus_ks]
+        engines += [hybrid_engine(head, method, folder, k) for k in args.hybrid_ks]
         if args.sequential:
             engines.append({"name": "plain_end", "speculative_config": None})  # plain again last: the machine's drift over the run
-        env = corpus_env(args.head, Path(tmp)) if args.corpus_ks else None
+        env = corpus_env(args.head, Path(tmp)) if args.corpus_ks or args.hybrid_ks else None
         job = vllm_job(_model_folder(t.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=not args.sequential,
                        compiled=args.compiled)
         result = run_vllm(job, log=Path(args.out).with_suffix(".vllm.log"), env=env)
@@ -148,6 +158,14 @@ def main() -> None:
         acceptance[f"corpus{k}"] = {"vllm": served_acc, "headstart_along_vllm_text": along,
                                     "per_prompt_vllm": [counted(m) for m in r["prompt_metrics"]]}
         rows.append((f"vLLM + headstart's corpus proposer, k={k}", k, served_acc["mean_acceptance_length"], "-",
+                     along["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
+    for k in args.hybrid_ks:
+        r = engine_record(result, f"hybrid{k}")
+        served_acc = counted(r["metrics"])
+        along = counted(hybrid_along_text_counts(target, served, head.corpus, prompts, r["outputs"], k))
+        acceptance[f"hybrid{k}"] = {"vllm": served_acc, "headstart_along_vllm_text": along,
+                                    "per_prompt_vllm": [counted(m) for m in r["prompt_metrics"]]}
+        rows.append((f"vLLM + head as headstart's hybrid, k={k}", k, served_acc["mean_acceptance_length"], "-",
                      along["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
     rows.append(("headstart plain loop", "-", 1.0, "-", "-", ours_base, same(ours_plain["outputs"])))
     for k in args.ks:

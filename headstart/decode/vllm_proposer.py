@@ -18,17 +18,40 @@ It needs `headstart` importable in vLLM's environment (`pip install --no-deps he
 imports only numpy, torch, safetensors and headstart's decode package, none of headstart's pinned
 dependencies), and HEADSTART_CORPUS, the folder holding `corpus_ngram.safetensors`.
 `headstart serve-check` runs it beside the head and vLLM's n-gram proposer.
+
+The hybrid: an EAGLE / EAGLE-3 head and these tables in one vLLM engine. vLLM has no proposer
+class that sees the target's hidden states, so `install` (a vLLM general plugin, the entry point
+`vllm.general_plugins: headstart` that `pip install headstart` declares) wraps vLLM's model runner:
+an EAGLE engine created while HEADSTART_HYBRID=1 is set drafts each step's chain by `hybrid_chain`,
+the head running one draft forward a step (which keeps its KV cache in step with the text) instead
+of k. Lossless like any draft: the target verifies every chain, and the drafts are given to vLLM's
+rejection sampler without draft probabilities, so at temperature > 0 it verifies them as fixed
+tokens (exact, as vLLM's n-gram drafts are).
+
+    HEADSTART_HYBRID=1 HEADSTART_CORPUS=runs/eagle3/final vllm serve TARGET --speculative-config \
+        '{"method": "eagle3", "model": "EXPORTED_HEAD", "num_speculative_tokens": 5}'
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from headstart.decode.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
 from headstart.decode.lookup import NgramIndex, common_prefix
 
 ENV = "HEADSTART_CORPUS"
+HYBRID_ENV = "HEADSTART_HYBRID"
+#: vLLM's methods the hybrid drafts with (EAGLE heads: one draft forward over the target's features)
+HYBRID_METHODS = ("eagle", "eagle3")
+#: the vLLM plugin (entry point `vllm.general_plugins: headstart` in pyproject.toml)
+PLUGIN = "headstart.decode.vllm_proposer:install"
+#: the corpus chain replaces the head's when its first token has at least this probability in the table
+#: (teacher-forced along the embedded SmolLM2's greedy answers to 36 held-out prompts, the demo-budget
+#: EAGLE-3 head, k = 5: τ 2.16 at 0.5, 2.16 at 0.7, 2.12 with the head's token always first; the head
+#: alone 1.67, the corpus proposer 2.03)
+CORPUS_FIRST = 0.5
 CLASS_PATH = "headstart.decode.vllm_proposer.CorpusProposer"
 #: the `headstart` package folder that holds this module's decode package: what vLLM's environment imports
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -99,3 +122,97 @@ class CorpusProposer:
             k = min(self.k, self.max_model_len - n)
             drafts.append(chain_draft(self.corpus, token_ids_cpu[row, :n].tolist(), k))
         return drafts
+
+
+def hybrid_chain(corpus: CorpusNgram | None, tokens: list[int], k: int, head_first: int | None) -> list[int]:
+    """The hybrid's chain of at most k drafts after `tokens` (the newest last): the continuation of the
+    latest earlier match of the last 2 tokens; else the corpus table's argmax chain when its first token
+    has probability >= CORPUS_FIRST; else the head's first draft `head_first` followed by the table's chain
+    after it (the head's draft alone without a table)."""
+    if not tokens or k < 1:
+        return []
+    copied = NgramIndex(2, tokens[:-1]).continuation(tokens[-1], k, min_ngram=2)
+    if copied:
+        return copied
+    if corpus is not None:
+        scored = corpus.scored_tree(tokens[-corpus.order :], k, width=1)
+        if scored and scored[0][1] >= CORPUS_FIRST:
+            return scored[-1][0]
+    if head_first is None:
+        return []
+    if corpus is None or k == 1:
+        return [head_first]
+    tail = corpus.scored_tree([*tokens[-corpus.order + 1 :], head_first], k - 1, width=1)
+    return [head_first, *(tail[-1][0] if tail else [])]
+
+
+class HybridDrafts:
+    """One vLLM model runner's hybrid drafting (see the module doc): set up by `install`'s runner
+    wrapper when HEADSTART_HYBRID=1 at the runner's creation and the engine drafts with an EAGLE head."""
+
+    def __init__(self, runner, corpus: CorpusNgram | None):
+        self.runner, self.corpus = runner, corpus
+        self.k = runner.speculative_config.num_speculative_tokens
+        drafter = runner.drafter
+        head_propose = drafter.propose
+
+        def one_forward(num_speculative_tokens, *args, **kwargs):  # the head's first draft only
+            return head_propose(min(int(num_speculative_tokens), 1), *args, **kwargs)
+
+        drafter.propose = one_forward
+
+    def chains(self, sampled, head_first) -> list[list[int]]:
+        """Each request row's chain of 0..k tokens (vLLM verifies what each holds, as for its n-gram drafts),
+        from the tokens it holds (vLLM writes this step's sampled tokens in after drafting, so they are
+        added here; -1 marks a rejected slot) and the head's draft."""
+        batch = self.runner.input_batch
+        rows = []
+        for row in range(sampled.shape[0]):
+            n = int(batch.num_tokens_no_spec[row])
+            new = [t for t in sampled[row].tolist() if t >= 0]
+            first = int(head_first[row, 0]) if head_first is not None and head_first.shape[1] else None
+            rows.append(hybrid_chain(self.corpus, [*batch.token_ids_cpu[row, :n].tolist(), *new], self.k, first)[: self.k] if new else [])
+        return rows
+
+
+def _hybrid_for(runner) -> HybridDrafts | None:
+    spec = getattr(runner, "speculative_config", None)
+    if os.environ.get(HYBRID_ENV, "") in ("", "0") or spec is None or not spec.use_eagle() or getattr(runner, "drafter", None) is None:
+        return None
+    if spec.parallel_drafting or getattr(runner, "use_async_scheduling", False):
+        raise CorpusNgramError(f"{HYBRID_ENV}=1 drafts one chain a step: not with parallel drafting or async scheduling")
+    folder = os.environ.get(ENV)
+    corpus = CorpusNgram.load(folder) if folder else None
+    if folder and corpus is None:
+        raise CorpusNgramError(f"{ENV}={folder!r} holds no {FILE_NAME}")
+    print(f"headstart: hybrid drafting, k = {spec.num_speculative_tokens}, corpus table {folder or 'none'}", file=sys.stderr, flush=True)
+    return HybridDrafts(runner, corpus)
+
+
+def install() -> None:
+    """vLLM's general-plugin hook (entry point `vllm.general_plugins: headstart`), run in each of vLLM's
+    processes: wraps its model runner so that EAGLE engines created while HEADSTART_HYBRID=1 draft
+    hybrid chains. Engines created without it run as vLLM's own."""
+    try:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    except ImportError:  # not vLLM's v1 engine: nothing to wrap
+        return
+    if getattr(GPUModelRunner.propose_draft_token_ids, "headstart", False):
+        return
+    create, propose = GPUModelRunner.__init__, GPUModelRunner.propose_draft_token_ids
+
+    def __init__(self, *args, **kwargs):
+        create(self, *args, **kwargs)
+        self.headstart_hybrid = _hybrid_for(self)
+
+    def propose_draft_token_ids(self, scheduler_output, sampled_token_ids, *args, **kwargs):
+        drafts = propose(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+        hybrid = getattr(self, "headstart_hybrid", None)
+        if hybrid is None or not hasattr(sampled_token_ids, "shape") or not hasattr(drafts, "shape"):
+            return drafts
+
+        self._draft_probs = self._draft_prob_req_ids = None  # fixed tokens to vLLM's rejection sampler
+        return hybrid.chains(sampled_token_ids.cpu(), drafts.cpu())  # lists, as vLLM's n-gram proposer returns
+
+    __init__.headstart = propose_draft_token_ids.headstart = True
+    GPUModelRunner.__init__, GPUModelRunner.propose_draft_token_ids = __init__, propose_draft_token_ids

@@ -4,8 +4,8 @@ acceptance equals headstart's prediction for the same head, prompts and chain of
 
 One vLLM subprocess (eval/vllm_run.py) loads the engines one after the other (about 35 s each on
 2 cores) and is shared by the tests; `headstart serve-check` runs once more, as a user runs it (a
-subprocess: its own vLLM with plain, the trained head in the speculators layout, n-gram and headstart's
-corpus proposer, loaded at once and taking turns prompt by prompt), and
+subprocess: its own vLLM with plain, the trained head in the speculators layout, n-gram, headstart's
+corpus proposer and the head as headstart's hybrid, loaded at once and taking turns prompt by prompt), and
 the speculators layout's tests read its report. Skipped when .venv-vllm is missing outside CI (`make vllm`
 creates it; `make test-vllm` runs this file with it); in CI (CI=true) a missing one is an error.
 """
@@ -26,11 +26,13 @@ from headstart.chat import encode_chat
 from headstart.config import TrainConfig
 from headstart.decode.corpus import CorpusNgram
 from headstart.decode.plain import greedy_generate
-from headstart.eval.prediction import along_text_acceptance
+from headstart.decode.vllm_proposer import HYBRID_ENV
+from headstart.eval.prediction import along_text_acceptance, hybrid_along_text_counts
 from headstart.eval.serving import (
     ServingError,
     agreement,
     compare,
+    corpus_env,
     head_speculative_config,
     headstart_side,
     run_vllm,
@@ -143,7 +145,8 @@ def served(tmp_path_factory, smol_tokenizer):
     # changed, so that its chains are accepted whole on some prompts and in part on the others.
     answers = [c[len(p) :].tolist() for c, p in zip(continuations, prompts)]
     answers[2:] = [[t + 1 if i % 4 == 3 else t for i, t in enumerate(a)] for a in answers[2:]]
-    CorpusNgram.build(answers, order=3).save(head_folder)
+    corpus = CorpusNgram.build(answers, order=3)
+    corpus.save(head_folder)
     cli = run_serve_check(tmp / "cli", tmp / "target", head_folder)
     exports = {  # engine name: (head, layout, vLLM method, k); "speculators" is the serve-check run's
         "eagle3": ("eagle3", "eagle3", "eagle3", K),
@@ -157,10 +160,14 @@ def served(tmp_path_factory, smol_tokenizer):
             continue
         folder = export(heads[head], target, tmp / name, layout)
         engines.append({"name": name, "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}})
+    # headstart's hybrid (decode/vllm_proposer.py): the trained head, its folder's table and prompt lookup in one
+    # engine, through headstart's vLLM plugin, which every engine of this run loads (the others pass through)
+    engines.append({"name": "hybrid", "speculative_config": {"method": "eagle3", "model": str(tmp / "eagle3"), "num_speculative_tokens": K},
+                    "env": {HYBRID_ENV: "1"}})
     job = vllm_job(tmp / "target", prompts, engines, "float32", NEW, eos=None, ignore_eos=True, kv_cache_gib=1)
-    result = run_vllm(job, timeout=1500, log=tmp / "vllm.log")
+    result = run_vllm(job, timeout=1500, log=tmp / "vllm.log", env=corpus_env(head_folder, tmp))
     return {"target": target, "prompts": prompts, "heads": heads, "exports": exports, "result": result, "cli": cli,
-            "reference": [c[len(p):].tolist() for c, p in zip(continuations, prompts)]}
+            "reference": [c[len(p):].tolist() for c, p in zip(continuations, prompts)], "log": tmp / "vllm.log", "corpus": corpus}
 
 
 def cli_report(served) -> dict:
@@ -260,7 +267,7 @@ def test_serve_check_cli(served):
     assert report["speed"]["vllm_plain"]["vs_vllm_plain"] == 1.0
     for key in ("vllm_head_vs_vllm_plain", "headstart_plain_vs_vllm_plain", "headstart_head_vs_vllm_plain"):
         assert report["agreement"][key]["matched"] == len(PROMPTS), key  # float32: identical outputs
-    assert set(report["engine_load_seconds"]) == {"plain", "head", "ngram", "corpus"}
+    assert set(report["engine_load_seconds"]) == {"plain", "head", "ngram", "corpus", "hybrid"}
     c = report["draft_config"]  # what vLLM built the speculators draft from
     assert c["method"] == "eagle3" and c["norm_before_residual"] is False and c["dtype"] == "float32"
     assert c["eagle_aux_hidden_state_layer_ids"] == [i + 1 for i in served["heads"]["eagle3"].feature_layers]
@@ -289,6 +296,35 @@ def test_corpus_proposer_served_with_the_counts_headstart_predicts(served):
     assert 0 <= v["accepted"] - h["accepted"] <= K * len(PROMPTS), (v, h)
     assert corpus["speed"]["tokens"] > 0 and corpus["speed"]["vs_vllm_plain"] > 0
     assert "| vLLM + headstart's corpus proposer (chain ≤ 3) |" in served["cli"]["markdown"]
+    hybrid = cli_report(served)["hybrid"]  # serve-check serves the head as headstart's hybrid too, compiled
+    assert hybrid["agreement_vs_vllm_plain"]["matched"] == len(PROMPTS) and hybrid["chain"] == K
+    v, h = hybrid["vllm"], hybrid["headstart_along_vllm_text"]
+    assert v["drafts"] > 0 and (v["drafts"], v["draft_tokens"]) == (h["drafts"], h["draft_tokens"]), hybrid
+    assert abs(v["accepted"] - h["accepted"]) <= K * len(PROMPTS), hybrid
+    assert hybrid["speed"]["vs_vllm_plain"] > 0 and "Hybrid (the head served with HEADSTART_HYBRID=1" in served["cli"]["markdown"]
+
+
+def test_hybrid_served_identically_drafting_from_prompt_lookup_and_the_table(served):
+    """vLLM loads headstart's plugin (its entry point, from the package metadata on PYTHONPATH, in the engine's
+    own process); the engine created with HEADSTART_HYBRID=1 drafts hybrid chains: float32 output identical to
+    vLLM plain, k drafts a step, and on the prompts the head never learnt, where the table knows most of the
+    answer (every 4th token changed), it accepts more than the same head drafting alone."""
+    hybrid, head, plain = record(served, "hybrid"), record(served, "eagle3"), record(served, "plain")
+    assert hybrid["outputs"] == plain["outputs"] == served["reference"]
+    log = served["log"].read_text(errors="replace")
+    assert log.count("headstart: hybrid drafting, k = 3") >= 1, log[-3000:]
+    m = hybrid["metrics"]
+    assert m["drafts"] > 0 and 0 < m["accepted"] < m["draft_tokens"] <= K * m["drafts"], m
+    # headstart's count along the same text: the same chains (drafts and draft tokens), the same accepted but
+    # for a request's last step, where a chain running past max_tokens is checked against the target's own
+    # continuation on our side and may be counted differently on vLLM's (at most k per prompt)
+    ours = hybrid_along_text_counts(served["target"], served["heads"]["eagle3"], served["corpus"], served["prompts"], hybrid["outputs"], K)
+    assert (m["drafts"], m["draft_tokens"]) == (ours["drafts"], ours["draft_tokens"]), (m, ours)
+    assert abs(m["accepted"] - ours["accepted"]) <= K * len(PROMPTS), (m, ours)
+    unlearnt = slice(len(PROMPTS) // 2, None)
+    alone = sum(p["accepted"] for p in head["prompt_metrics"][unlearnt])
+    mixed = sum(p["accepted"] for p in hybrid["prompt_metrics"][unlearnt])
+    assert mixed > alone, (mixed, alone)
 
 
 @pytest.fixture(scope="module")

@@ -29,3 +29,29 @@ def test_counts_along_a_text_follow_each_last_accepted_position():
     # -> 2 9; 2 accepted, where the text ends.
     counts = along_text_counts(TABLE, [[1, 2, 9]], [[1, 2, 9, 1, 2]], k=2)
     assert counts == {"drafts": 2, "draft_tokens": 4, "accepted": 3, "accepted_per_pos": [2, 1]}
+
+
+def test_hybrid_chain_copies_then_trusts_a_sure_table_then_the_head():
+    from headstart.decode.vllm_proposer import hybrid_chain
+
+    # 7 -> 8 twice (probability 2/3: the table keeps a share for what it never saw); 3 -> 4 or 6 (1/3 each)
+    table = CorpusNgram.build([[7, 8, 9], [7, 8, 9], [3, 4, 5], [3, 6, 5]], order=2)
+    assert hybrid_chain(table, [1, 2, 6, 1, 2], 3, head_first=40) == [6, 1, 2]  # (1, 2) occurred before: copied
+    assert hybrid_chain(table, [5, 1, 7], 3, head_first=40) == [8, 9]  # 8 after 7 at 2/3 >= CORPUS_FIRST: the table's chain
+    assert hybrid_chain(table, [5, 1, 3], 2, head_first=40) == [40]  # after 3 the table is split (1/3 each): the head's
+    # nothing copied and nothing known after 11: the head's draft, then the table's chain after it
+    assert hybrid_chain(table, [5, 1, 11], 3, head_first=7) == [7, 8, 9]
+    assert hybrid_chain(table, [5, 1, 11], 3, head_first=40) == [40]  # nothing follows 40 in the table
+    assert hybrid_chain(table, [5, 1, 11], 1, head_first=7) == [7]
+    assert hybrid_chain(None, [5, 1, 11], 3, head_first=7) == [7]  # no table: lookup, else the head
+    assert hybrid_chain(None, [1, 2, 6, 1, 2], 2, head_first=7) == [6, 1]
+    assert hybrid_chain(table, [5, 1, 11], 3, head_first=None) == [] and hybrid_chain(table, [], 3, head_first=7) == []
+
+
+def test_a_split_table_below_the_threshold_leaves_the_step_to_the_head():
+    from headstart.decode.vllm_proposer import CORPUS_FIRST, hybrid_chain
+
+    table = CorpusNgram.build([[3, 4], [3, 5], [3, 6], [3, 6]], order=2)  # 6 after 3 at 2/5
+    assert table.successors([3])[1][0] < CORPUS_FIRST <= CorpusNgram.build([[3, 6]] * 3, order=2).successors([3])[1][0]
+    assert hybrid_chain(table, [9, 3], 2, head_first=4) == [4]  # below the threshold: the head's 4, nothing after 4
+    assert hybrid_chain(CorpusNgram.build([[3, 6]] * 3, order=2), [9, 3], 2, head_first=4) == [6]
