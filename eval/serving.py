@@ -290,7 +290,8 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
                 output: str | Path | None = None, timeout: float = 1800.0, corpus: bool = True, interleave: bool = True,
                 compiled: bool = False) -> dict:
     """Export the head, serve it in vLLM beside plain and n-gram decoding (and, when the head carries
-    a corpus table and `corpus`, vLLM with headstart's corpus proposer), decode the same prompts
+    a corpus table and `corpus`, vLLM with headstart's corpus proposer and, for an EAGLE-3 head, the head
+    served as headstart's hybrid through its vLLM plugin), decode the same prompts
     with headstart's loop, and write <output>.json and .md (when output is given). `interleave`: the
     vLLM engines loaded at once in one process, taking turns prompt by prompt (eval/vllm_run.py), so
     that a machine's drift slows them alike; False: one engine process after the other. `compiled`:

@@ -49,8 +49,8 @@ HYBRID_METHODS = ("eagle", "eagle3")
 PLUGIN = "headstart.decode.vllm_proposer:install"
 #: the corpus chain replaces the head's when its first token has at least this probability in the table
 #: (teacher-forced along the embedded SmolLM2's greedy answers to 36 held-out prompts, the demo-budget
-#: EAGLE-3 head, k = 5: τ 2.16 at 0.5, 2.16 at 0.7, 2.12 with the head's token always first; the head
-#: alone 1.67, the corpus proposer 2.03)
+#: EAGLE-3 head, k = 5: τ 2.16 at 0.5, 2.16 at 0.7, 2.12 with the table never first (the head's draft and
+#: the table after it wherever lookup finds nothing); the head alone 1.67, the corpus proposer 2.03)
 CORPUS_FIRST = 0.5
 CLASS_PATH = "headstart.decode.vllm_proposer.CorpusProposer"
 #: the `headstart` package folder that holds this module's decode package: what vLLM's environment imports
@@ -180,7 +180,8 @@ def _hybrid_for(runner) -> HybridDrafts | None:
     if os.environ.get(HYBRID_ENV, "") in ("", "0") or spec is None or not spec.use_eagle() or getattr(runner, "drafter", None) is None:
         return None
     if spec.parallel_drafting or getattr(runner, "use_async_scheduling", False):
-        raise CorpusNgramError(f"{HYBRID_ENV}=1 drafts one chain a step: not with parallel drafting or async scheduling")
+        raise CorpusNgramError(f"{HYBRID_ENV}=1 reads each step's tokens as it drafts: not with parallel drafting, nor with "
+                               "async scheduling (vLLM's CPU build runs without; on a GPU pass --no-async-scheduling)")
     folder = os.environ.get(ENV)
     corpus = CorpusNgram.load(folder) if folder else None
     if folder and corpus is None:
