@@ -62,6 +62,28 @@ def teacher_forced(target, prompt: list[int], text: list[int], layers: tuple[int
     return out, extended
 
 
+def drafting_along(target, head, prompt: list[int], text: list[int], k: int, extra: int):
+    """headstart's drafter for `chain_generator(target, head, k)` reading the target's features of prompt +
+    text, teacher-forced (`teacher_forced`, with `extra` greedy tokens after the text). Returns (ext, ids,
+    propose): the text and those tokens; prompt + ext as ids (1, P + L + extra); propose(at, start), the
+    drafter's proposal after the root at absolute position `at`, positions start..at-1 committed since its
+    last call (0 at the first)."""
+    from headstart.decode.contract import DraftState
+
+    gen = chain_generator(target, head, k)
+    spec = gen.tree_spec if gen.dynamic else gen.tree
+    drafter = gen._drafters(1)[0] or head  # a per-sequence drafter, else the head drafts for a batch (Medusa)
+    out, ext = teacher_forced(target, prompt, text, gen.feature_layers if gen.needs_features else (), extra)
+    feats = gen._features(out) if gen.needs_features else None  # (1, P + L, F)
+    ids = torch.tensor([prompt + ext], device=target.device)
+
+    def propose(at: int, start: int):
+        state = DraftState(out.hidden[:, at - 1], ids[:, at], None if feats is None else feats[:, start:at], ids[:, start:at], start)
+        return drafter.propose(state, spec)
+
+    return ext, ids, propose
+
+
 @torch.no_grad()
 def along_text_steps(target, head, prompt: list[int], text: list[int], k: int) -> list[int]:
     """Drafts accepted per verification step when headstart's drafter drafts along a given text.
@@ -75,20 +97,13 @@ def along_text_steps(target, head, prompt: list[int], text: list[int], k: int) -
     `accepted_per_step` (tested); the features come from one forward over the text rather than the
     loop's verification forwards, which round differently in bf16.
     """
-    from headstart.decode.contract import DraftState
     from headstart.decode.verify import greedy_accept
 
-    gen = chain_generator(target, head, k)
-    spec = gen.tree_spec if gen.dynamic else gen.tree
-    drafter = gen._drafters(1)[0] or head  # a per-sequence drafter, else the head drafts for a batch (Medusa)
-    out, ext = teacher_forced(target, prompt, text, gen.feature_layers if gen.needs_features else (), k)
-    feats = gen._features(out) if gen.needs_features else None  # (1, P + L, F)
-    ids = torch.tensor([prompt + ext], device=target.device)  # (1, P + L + k)
+    _, ids, propose = drafting_along(target, head, prompt, text, k, extra=k)  # ids (1, P + L + k)
     p, root, start, steps = len(prompt), 0, 0, []  # root: index in the text of the token drafted after
     while root + 1 < len(text):  # the loop stops once its new tokens cover the text (EOS or the budget)
         at = p + root  # the root's absolute position; positions start..at-1 were committed since the last step
-        state = DraftState(out.hidden[:, at - 1], ids[:, at], None if feats is None else feats[:, start:at], ids[:, start:at], start)
-        proposal = drafter.propose(state, spec)
+        proposal = propose(at, start)
         tree = proposal.tree
         tokens = torch.cat([ids[0, at : at + 1], proposal.tokens[0].to(ids.device)])  # (N + 1,) root first
         predicted = ids[0, at + 1 + tree.depth.to(ids.device)]  # (N + 1,) the text's token after each input
@@ -107,34 +122,22 @@ def along_text_acceptance(target, head, prompts: list[list[int]], texts: list[li
 @torch.no_grad()
 def hybrid_along_text_counts(target, head, corpus, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
     """What vLLM's counters read for the head served as headstart's hybrid (decode/vllm_proposer.py) if it
-    wrote these texts (greedy): from each last accepted position, the head drafts one token along the text
-    (teacher-forced, as `along_text_steps`), `hybrid_chain` makes the step's chain of 0..k from it, the
-    lookup and the corpus table, and the chain is accepted while it matches the text (followed by the
-    target's own k greedy tokens, which a last step's drafts are checked against). The first new token
-    comes from the prefill, undrafted. Counts as vLLM's: drafts (steps that carried drafts), draft tokens,
-    accepted, accepted per position."""
-    from headstart.decode.contract import DraftState
-    from headstart.decode.lookup import common_prefix
-    from headstart.decode.vllm_proposer import hybrid_chain
+    wrote these texts (greedy): `count_chains` of `hybrid_chain`'s chains, the head drafting one token from
+    each last accepted position (teacher-forced, `drafting_along`), checked against the text followed by the
+    target's own k greedy tokens (what a last step's drafts are checked against)."""
+    from headstart.decode.vllm_proposer import count_chains, hybrid_chain
 
-    gen = chain_generator(target, head, 1)
-    spec = gen.tree_spec if gen.dynamic else gen.tree
-    drafts = draft_tokens = accepted = 0
-    per_position = [0] * k
-    for prompt, text in zip(prompts, texts, strict=True):
-        drafter = gen._drafters(1)[0] or head
-        out, ext = teacher_forced(target, prompt, text, gen.feature_layers if gen.needs_features else (), k)
-        feats = gen._features(out) if gen.needs_features else None
-        ids = torch.tensor([prompt + ext], device=target.device)
-        p, root, start = len(prompt), 0, 0
-        while root + 1 < len(text):
-            at = p + root
-            state = DraftState(out.hidden[:, at - 1], ids[:, at], None if feats is None else feats[:, start:at], ids[:, start:at], start)
-            first = int(drafter.propose(state, spec).tokens[0, 0])
-            chain = hybrid_chain(corpus, [*prompt, *ext[: root + 1]], k, first)[:k]
-            run = common_prefix(chain, ext[root + 1 :])
-            drafts, draft_tokens, accepted = drafts + bool(chain), draft_tokens + len(chain), accepted + run
-            for d in range(run):
-                per_position[d] += 1
-            start, root = at, root + run + 1
-    return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_position}
+    def walk(prompt: list[int], text: list[int]):
+        ext, _, propose = drafting_along(target, head, prompt, text, 1, extra=k)
+        start = 0  # the drafter reads the positions committed since its last call
+
+        def chain_after(done: int) -> list[int]:
+            nonlocal start
+            at = len(prompt) + done - 1  # the root's absolute position
+            first = int(propose(at, start).tokens[0, 0])
+            start = at
+            return hybrid_chain(corpus, [*prompt, *ext[:done]], k, first)[:k]
+
+        return text, ext, chain_after
+
+    return count_chains((walk(p, t) for p, t in zip(prompts, texts, strict=True)), k)

@@ -32,6 +32,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -385,28 +386,26 @@ def corpus_report(result: dict, corpus, prompts: list[list[int]], k: int, base: 
     """vLLM with the corpus proposer: its acceptance beside headstart's count along the text it served
     (`along_text_counts`: the same drafts; the same accepted but for the last step of a request cut
     at max_tokens), its speed and its agreement with vLLM plain."""
-    served, plain = engine_record(result, "corpus"), engine_record(result, "plain")
-    m = served["metrics"]
-    vllm_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
-    c = along_text_counts(corpus, prompts, served["outputs"], k)
-    along = acceptance_from_counts(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"])
-    return {"proposer": CLASS_PATH, "chain": k, "vllm": vllm_acc, "headstart_along_vllm_text": along,
-            "relative_difference_along_vllm_text": differences(vllm_acc, along),
-            "agreement_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
-            "speed": _speed(served["tokens"], served["seconds"], base)}
+    counts = partial(along_text_counts, corpus, prompts, k=k)
+    return {"proposer": CLASS_PATH, "chain": k, **_counted_report(result, "corpus", counts, base)}
 
 
 def hybrid_report(result: dict, target, head, corpus, prompts: list[list[int]], k: int, base: float | None) -> dict:
     """vLLM serving the head as headstart's hybrid (decode/vllm_proposer.py): its acceptance beside headstart's
     count along the text it served (`hybrid_along_text_counts`, with the head as served), its speed and its
     agreement with vLLM plain."""
-    served, plain = engine_record(result, "hybrid"), engine_record(result, "plain")
-    m = served["metrics"]
+    counts = partial(hybrid_along_text_counts, target, head, corpus, prompts, k=k)
+    return {"plugin": PLUGIN, "chain": k, **_counted_report(result, "hybrid", counts, base)}
+
+
+def _counted_report(result: dict, name: str, counts, base: float | None) -> dict:
+    """An engine's acceptance from vLLM's counters beside `counts(its outputs)` (headstart's count along the
+    text it served, in the same counters), their relative difference, its agreement with vLLM plain and its speed."""
+    served, plain = engine_record(result, name), engine_record(result, "plain")
+    m, c = served["metrics"], counts(served["outputs"])
     vllm_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
-    c = hybrid_along_text_counts(target, head, corpus, prompts, served["outputs"], k)
     along = acceptance_from_counts(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"])
-    return {"plugin": PLUGIN, "chain": k, "vllm": vllm_acc, "headstart_along_vllm_text": along,
-            "relative_difference_along_vllm_text": differences(vllm_acc, along),
+    return {"vllm": vllm_acc, "headstart_along_vllm_text": along, "relative_difference_along_vllm_text": differences(vllm_acc, along),
             "agreement_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
             "speed": _speed(served["tokens"], served["seconds"], base)}
 

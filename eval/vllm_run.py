@@ -40,6 +40,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 
 #: draft-config fields reported back (what the loaders read; see docs/serving.md)
 DRAFT_FIELDS = (
@@ -149,20 +150,22 @@ def _numba_proof() -> None:
 
 def load_engine(job: dict, engine: dict, record: dict):
     """The engine's LLM, loaded and warmed up with one short untimed request."""
-    from vllm import SamplingParams
+    from vllm import LLM, SamplingParams
 
     _numba_proof()
     start = time.perf_counter()
-    saved = {name: os.environ.get(name) for name in engine.get("env") or {}}
-    os.environ.update(engine.get("env") or {})  # read as the engine is created (headstart's hybrid: HEADSTART_HYBRID)
-    try:
-        llm = _create(job, engine)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with environment(engine.get("env") or {}):  # read as the engine is created (headstart's hybrid: HEADSTART_HYBRID)
+        llm = LLM(
+            model=job["model"],
+            dtype=job.get("dtype", "float32"),
+            max_model_len=job.get("max_model_len", 512),
+            enforce_eager=not job.get("compiled"),  # compiled: vLLM's own default (torch.compile); eager starts sooner
+            seed=0,
+            disable_log_stats=False,
+            speculative_config=engine.get("speculative_config"),
+            # interleaved, every engine is held at once: on a GPU each takes its share (CPUs read VLLM_CPU_KVCACHE_SPACE)
+            gpu_memory_utilization=0.9 / len(job["engines"]) if job.get("interleave") else 0.9,
+        )
     record["load_seconds"] = time.perf_counter() - start
     record["draft_config"] = draft_config(llm)
     count_spec_stats(llm)
@@ -171,20 +174,19 @@ def load_engine(job: dict, engine: dict, record: dict):
     return llm
 
 
-def _create(job: dict, engine: dict):
-    from vllm import LLM
-
-    return LLM(
-        model=job["model"],
-        dtype=job.get("dtype", "float32"),
-        max_model_len=job.get("max_model_len", 512),
-        enforce_eager=not job.get("compiled"),  # compiled: vLLM's own default (torch.compile); eager starts sooner
-        seed=0,
-        disable_log_stats=False,
-        speculative_config=engine.get("speculative_config"),
-        # interleaved, every engine is held at once: on a GPU each takes its share (CPUs read VLLM_CPU_KVCACHE_SPACE)
-        gpu_memory_utilization=0.9 / len(job["engines"]) if job.get("interleave") else 0.9,
-    )
+@contextmanager
+def environment(variables: dict):
+    """These environment variables set inside the block, the earlier values (or their absence) back after it."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def sampling(job: dict):

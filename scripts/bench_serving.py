@@ -152,21 +152,18 @@ def main() -> None:
         ng = engine_record(result, f"ngram{k}")
         ng_acc = counted(ng["metrics"])
         rows.append((f"vLLM n-gram, k={k}", k, ng_acc["mean_acceptance_length"], "-", "-", ng["tokens"] / ng["seconds"], same(ng["outputs"])))
-    for k in args.corpus_ks:  # drafts of 0..k tokens: the acceptance length is per step that carried drafts
-        r = engine_record(result, f"corpus{k}")
-        served_acc, along = counted(r["metrics"]), counted(along_text_counts(head.corpus, prompts, r["outputs"], k))
-        acceptance[f"corpus{k}"] = {"vllm": served_acc, "headstart_along_vllm_text": along,
-                                    "per_prompt_vllm": [counted(m) for m in r["prompt_metrics"]]}
-        rows.append((f"vLLM + headstart's corpus proposer, k={k}", k, served_acc["mean_acceptance_length"], "-",
-                     along["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
-    for k in args.hybrid_ks:
-        r = engine_record(result, f"hybrid{k}")
-        served_acc = counted(r["metrics"])
-        along = counted(hybrid_along_text_counts(target, served, head.corpus, prompts, r["outputs"], k))
-        acceptance[f"hybrid{k}"] = {"vllm": served_acc, "headstart_along_vllm_text": along,
-                                    "per_prompt_vllm": [counted(m) for m in r["prompt_metrics"]]}
-        rows.append((f"vLLM + head as headstart's hybrid, k={k}", k, served_acc["mean_acceptance_length"], "-",
-                     along["mean_acceptance_length"], r["tokens"] / r["seconds"], same(r["outputs"])))
+    # headstart's proposers in vLLM, drafts of 0..k tokens: the acceptance length is per step that carried drafts
+    proposers = [("corpus", "vLLM + headstart's corpus proposer", args.corpus_ks, lambda texts, k: along_text_counts(head.corpus, prompts, texts, k)),
+                 ("hybrid", "vLLM + head as headstart's hybrid", args.hybrid_ks,
+                  lambda texts, k: hybrid_along_text_counts(target, served, head.corpus, prompts, texts, k))]
+    for prefix, label, ks, counts in proposers:
+        for k in ks:
+            r = engine_record(result, f"{prefix}{k}")
+            served_acc, along = counted(r["metrics"]), counted(counts(r["outputs"], k))
+            acceptance[f"{prefix}{k}"] = {"vllm": served_acc, "headstart_along_vllm_text": along,
+                                          "per_prompt_vllm": [counted(m) for m in r["prompt_metrics"]]}
+            rows.append((f"{label}, k={k}", k, served_acc["mean_acceptance_length"], "-", along["mean_acceptance_length"],
+                         r["tokens"] / r["seconds"], same(r["outputs"])))
     rows.append(("headstart plain loop", "-", 1.0, "-", "-", ours_base, same(ours_plain["outputs"])))
     for k in args.ks:
         h = ours[k]["head"]

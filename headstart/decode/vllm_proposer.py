@@ -74,25 +74,47 @@ def chain_draft(corpus: CorpusNgram, tokens: list[int], k: int, max_ngram: int =
     return leaves[0] if leaves else index.continuation(tokens[-1], k)
 
 
-def along_text_counts(corpus: CorpusNgram, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
-    """What vLLM's counters read for `CorpusProposer` on these prompts if it wrote these texts
-    (greedy): from each last accepted position, `chain_draft`'s chain is accepted while it matches
-    the text. The first new token comes from the prefill, undrafted. Counts as vLLM's: drafts (steps
-    that carried drafts), draft tokens, accepted draft tokens, accepted per position. They equal
-    vLLM's, except that in the last step of a request cut at max_tokens vLLM also counts drafts
-    accepted past the cut, which the text cannot show (at most k more per request)."""
+def count_chains(walks, k: int) -> dict:
+    """What vLLM's counters read for a proposer of chains of 0..k along texts it wrote (greedy). `walks`
+    yields, per prompt, (text, reference, chain_after): from each last accepted position `done` of the text
+    (1: the first new token comes from the prefill, undrafted), the chain `chain_after(done)` is accepted while
+    it matches reference[done:] (the text, or the text followed by the target's own continuation), and the
+    next token is the bonus; until the text is covered. Counts as vLLM's: drafts (steps that carried drafts),
+    draft tokens, accepted draft tokens, accepted per position."""
     drafts = draft_tokens = accepted = 0
     per_position = [0] * k
-    for prompt, text in zip(prompts, texts, strict=True):
+    for text, reference, chain_after in walks:
         done = 1
         while done < len(text):
-            chain = chain_draft(corpus, [*prompt, *text[:done]], k)
-            run = common_prefix(chain, text[done:])
+            chain = chain_after(done)
+            run = common_prefix(chain, reference[done:])
             drafts, draft_tokens, accepted = drafts + bool(chain), draft_tokens + len(chain), accepted + run
             for d in range(run):
                 per_position[d] += 1
             done += run + 1
     return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_position}
+
+
+def along_text_counts(corpus: CorpusNgram, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
+    """What vLLM's counters read for `CorpusProposer` on these prompts if it wrote these texts
+    (greedy): `count_chains` of `chain_draft`'s chains, checked against the text. They equal vLLM's,
+    except that in the last step of a request cut at max_tokens vLLM also counts drafts
+    accepted past the cut, which the text cannot show (at most k more per request)."""
+
+    def walk(prompt: list[int], text: list[int]):
+        return text, text, lambda done: chain_draft(corpus, [*prompt, *text[:done]], k)
+
+    return count_chains((walk(p, t) for p, t in zip(prompts, texts, strict=True)), k)
+
+
+def corpus_from_env() -> CorpusNgram | None:
+    """The table of the head folder HEADSTART_CORPUS names; None when it is not set. A folder without
+    one is an error."""
+    folder = os.environ.get(ENV)
+    corpus = CorpusNgram.load(folder) if folder else None
+    if folder and corpus is None:
+        raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {folder!r})")
+    return corpus
 
 
 class CorpusProposer:
@@ -102,10 +124,9 @@ class CorpusProposer:
         spec = vllm_config.speculative_config
         self.k = spec.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
-        folder = os.environ.get(ENV)
-        corpus = CorpusNgram.load(folder) if folder else None
+        corpus = corpus_from_env()
         if corpus is None:
-            raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {folder!r})")
+            raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {os.environ.get(ENV)!r})")
         self.corpus = corpus
 
     def load_model(self, *args, **kwargs) -> None:
@@ -182,11 +203,9 @@ def _hybrid_for(runner) -> HybridDrafts | None:
     if spec.parallel_drafting or getattr(runner, "use_async_scheduling", False):
         raise CorpusNgramError(f"{HYBRID_ENV}=1 reads each step's tokens as it drafts: not with parallel drafting, nor with "
                                "async scheduling (vLLM's CPU build runs without; on a GPU pass --no-async-scheduling)")
-    folder = os.environ.get(ENV)
-    corpus = CorpusNgram.load(folder) if folder else None
-    if folder and corpus is None:
-        raise CorpusNgramError(f"{ENV}={folder!r} holds no {FILE_NAME}")
-    print(f"headstart: hybrid drafting, k = {spec.num_speculative_tokens}, corpus table {folder or 'none'}", file=sys.stderr, flush=True)
+    corpus = corpus_from_env()
+    print(f"headstart: hybrid drafting, k = {spec.num_speculative_tokens}, corpus table {os.environ.get(ENV) or 'none'}",
+          file=sys.stderr, flush=True)
     return HybridDrafts(runner, corpus)
 
 
