@@ -139,8 +139,8 @@ def load_adapter(target, folder: str | Path) -> None:
 
 def _merge_for_decoding(target) -> None:
     """Fold the adapter into the weights it wraps (PEFT's merge): decoding then costs what the base
-    model costs (unmerged LoRA layers made plain decoding ~20% slower here). The LoRA tensors stay, so
-    the adapter can still be saved or compared."""
+    model costs (unmerged LoRA layers made plain decoding slower: docs/results.md#medusa-2-at-the-cpu-budget).
+    The LoRA tensors stay, so the adapter can still be saved or compared."""
     for layer in lora_layers(target):
         if not layer.merged:
             layer.merge()

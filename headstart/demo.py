@@ -81,7 +81,7 @@ def run_demo(
     base = [
         f"train.output_dir={root / kind}", f"eval.output={root / 'eval.json'}",
         f"distill.output={root / 'distilled.jsonl'}", f"distill.prompts={root / 'prompts.jsonl'}",
-        "eval.num_prompts=9", "eval.max_new_tokens=96",  # one prompt per category: ~8 tok/s on a 2-core AVX2 CPU
+        "eval.num_prompts=9", "eval.max_new_tokens=96",  # one prompt per category: minutes on a 2-core CPU
         "train.overwrite_output_dir=true",  # each demo trains its head afresh in runs/demo/<kind>
     ]
     recipe = load_recipe(recipe_path, base + (QUICK if quick else []) + list(overrides))

@@ -3,7 +3,7 @@
 The GGUF weights are 4-bit; transformers expands them on load. A GGUF-loaded model cannot be
 `save_pretrained` directly, so the first call rebuilds it from its config, copies the expanded
 weights in and saves an ordinary HF folder under the cache directory. Later calls load that folder
-(about 1.6 s instead of 15 s).
+(far faster than expanding the GGUF weights again).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""oneDNN-packed Linear weights for decoding on CPU: the same model, its matrix products 1.2-1.3x faster.
+"""oneDNN-packed Linear weights for decoding on CPU: the same model, its matrix products faster.
 
 PyTorch's `F.linear` on CPU hands the weight to the BLAS in its stored layout at every call. oneDNN
 can reorder a weight once into the blocked layout its kernels read (what vLLM's CPU build and
-Inductor's freezing do); a decode step then reads the reordered copy. Measured on the 2-core
-AVX512-BF16 machine, SmolLM2-135M, one token after a 120-token prompt: 39.6 -> 33.2 ms per step in
-bf16, an 8-token forward 47.9 -> 38.1 ms; float32 61 -> 49-55 ms and 84 -> 64 ms (README, "Choices").
+Inductor's freezing do); a decode step then reads the reordered copy instead of handing the stored
+layout to the BLAS at every call (measured in docs/results.md#packed-weights).
 
 Only forwards without gradients take the packed path (decoding, distillation, feature extraction);
 a forward that records gradients (Medusa-2's LoRA training) runs the stock `F.linear` on the stored

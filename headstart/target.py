@@ -30,11 +30,11 @@ _BELOW_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AV
 def native_bf16() -> bool:
     """Whether bf16 matmuls are fast here: a CUDA GPU, or a CPU with AVX512-BF16 or AMX.
 
-    On CPUs without them (AVX2 only) PyTorch emulates bf16: a forward over 8 tokens measured 3.6x
-    one token in bf16 against 1.9x in float32 on such a machine, and batched training forwards 7x
-    slower, so there float32 is the faster dtype. A CPU capped below bf16 by oneDNN's own variable
-    (`ONEDNN_MAX_CPU_ISA=AVX2`, which PyTorch's bf16 matmuls obey) counts as one without them: that
-    is how an AVX512 machine runs what an AVX2 one would (README, "Dtype").
+    On CPUs without them (AVX2 only) PyTorch emulates bf16, which makes multi-token and training
+    forwards far slower than in float32 (docs/results.md#bf16-and-float32-on-cpus), so there float32
+    is the faster dtype. A CPU capped below bf16 by oneDNN's own variable (`ONEDNN_MAX_CPU_ISA=AVX2`,
+    which PyTorch's bf16 matmuls obey) counts as one without them: that is how an AVX512 machine runs
+    what an AVX2 one would (docs/training.md#dtype).
     """
     if torch.cuda.is_available():
         return True
@@ -203,7 +203,7 @@ class Target:
 
     def pack_linears(self) -> int:
         """On CPU, reorder every Linear weight once into oneDNN's layout, so that forwards without
-        gradients (decoding, distillation, features) run 1.2-1.3x faster (headstart/packed.py); returns how
+        gradients (decoding, distillation, features) run faster (headstart/packed.py); returns how
         many were packed (0 off the CPU or under ZeRO-3). Costs the Linear weights' memory again."""
         from headstart.packed import pack_linears
 

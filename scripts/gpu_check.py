@@ -1,6 +1,6 @@
 """A prepared check for the day a GPU is lent: verification cost, the decoding loop's share, training throughput.
 
-    python scripts/gpu_check.py --out runs/gpu_check.json       # on a CUDA GPU: under 10 minutes on an H200
+    python scripts/gpu_check.py --out runs/gpu_check.json       # on a CUDA GPU: a few minutes (docs/results.md#on-a-gpu)
     python scripts/gpu_check.py --device cpu --tiny             # the same code on a tiny model, on CPU (tests)
 
 Builds a Llama-shaped model of about 1.2B parameters from a LlamaConfig (Llama-3.2-1B's shape:

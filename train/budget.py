@@ -4,8 +4,8 @@ It trains for as long as the budget, at most `train.epochs` over the data. Real 
 the start to tell which ends first. When the budget does, the learning rate follows the clock
 (`Plan.clock_seconds`, `ClockSchedule`): it warms up, decays and ends with the budget whatever the
 machine's speed does meanwhile; a count of steps planned from that timing went wrong on the shared
-2-core machines, whose speed drifts by up to 2x within minutes (a run that sped up finished early, one
-that slowed down stopped with its schedule unfinished). When the epochs end first, the schedule spans
+2-core machines, whose speed drifts within minutes (a run that sped up finished early, one that slowed
+down stopped with its schedule unfinished: docs/results.md#the-demo-budget-eagle-3-head-batches-of-4). When the epochs end first, the schedule spans
 their steps. A resumed run keeps what its first session planned.
 """
 
@@ -84,8 +84,8 @@ def seconds_per_step(module: TrainingModule, dataset: ExampleDataset, cfg: Train
     One untimed pass warms up (the shortest rows), then three batches are timed once each: short,
     typical and long rows (`timing_batches`), each a width the run has not seen yet, as most of a
     run's first steps are. Their mean is a step (it used to be one batch of the first rows, timed twice
-    and scaled by length). A machine whose speed drifts during the run (2x within minutes on shared
-    2-core machines) still makes any count planned at the start wrong: the run then ends early, or at
+    and scaled by length). A machine whose speed drifts during the run (as shared 2-core machines do
+    within minutes) still makes any count planned at the start wrong: the run then ends early, or at
     the 1.15 x cap with its schedule unfinished.
     """
     target = module.target

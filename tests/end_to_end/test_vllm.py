@@ -2,8 +2,8 @@
 headstart says it serves, its greedy float32 output with a head equals its plain output, and its
 acceptance equals headstart's prediction for the same head, prompts and chain of k.
 
-One vLLM subprocess (eval/vllm_run.py) loads the engines one after the other (about 35 s each on
-2 cores) and is shared by the tests; `headstart serve-check` runs once more, as a user runs it (a
+One vLLM subprocess (eval/vllm_run.py) loads the engines one after the other (each start takes
+tens of seconds on 2 cores) and is shared by the tests; `headstart serve-check` runs once more, as a user runs it (a
 subprocess: its own vLLM with plain, the trained head in the speculators layout, n-gram, headstart's
 corpus proposer and the head as headstart's hybrid, loaded at once and taking turns prompt by prompt), and
 the speculators layout's tests read its report. Skipped when .venv-vllm is missing outside CI (`make vllm`
@@ -363,7 +363,7 @@ def test_parallel_drafting_served_identically_with_headstart_acceptance(served_p
     assert m["drafts"] > 0 and m["draft_tokens"] == K * m["drafts"]
     assert agreement(engines["parallel"]["outputs"], engines["plain"]["outputs"])["matched"] == len(s["prompts"])
     ours = headstart_side(s["target"], s["head"], s["prompts"], K, NEW, eos=[])
-    # trained as briefly as the other heads, the parallel head accepts less (τ 1.42 on these prompts)
+    # trained as briefly as the other heads, the parallel head accepts less (docs/results.md#dflash-at-the-cpu-budget)
     check_parity(compare(s["result"], ours, K, head_engine="parallel", ngram_engine=None), least=1.25)
 
 
@@ -428,5 +428,5 @@ def test_dflash_served_identically_with_headstart_acceptance(served_dflash):
     assert m["drafts"] > 0 and m["draft_tokens"] == K * m["drafts"]
     assert agreement(engines["dflash"]["outputs"], engines["plain"]["outputs"])["matched"] == len(s["prompts"])
     ours = headstart_side(s["target"], s["head"], s["prompts"], K, NEW, eos=[])
-    # it accepts the taught prompts' continuations whole and little else (τ 1.55 here, vLLM 1.58)
+    # it accepts the taught prompts' continuations whole and little else (docs/results.md#dflash-at-the-cpu-budget)
     check_parity(compare(s["result"], ours, K, head_engine="dflash", ngram_engine=None), least=1.4)

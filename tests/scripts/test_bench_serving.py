@@ -1,5 +1,5 @@
 """scripts/bench_serving.py's command line: recipe overrides stand before or after the list options,
-as the README's commands write them (the engine runs are tests/end_to_end/test_vllm.py's)."""
+as docs/results.md's commands write them (the engine runs are tests/end_to_end/test_vllm.py's)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resuming and restarting runs without losing or mixing work (DESIGN.md, principle 10).
+"""Resuming and restarting runs without losing or mixing work (docs/architecture.md, principle 10).
 
 `headstart train` and `headstart distill` run as real processes on a tiny SmolLM2-shaped target
 saved to disk, are killed with SIGKILL mid-run and resumed: they end with the files an uninterrupted
@@ -188,7 +188,7 @@ def snapshot(folder) -> dict:
 
 
 def test_a_folder_holding_another_run_is_never_taken_over(tmp_path, smol_shaped_target):  # noqa: F811
-    """The issue's case: output_dir holds another run's checkpoint-6 and final/; a new recipe neither
+    """The case that asked for it: output_dir holds another run's checkpoint-6 and final/; a new recipe neither
     trains over it silently nor resumes from it, and starts over only when asked, deleting only what
     training wrote."""
     target = smol_shaped_target
