@@ -28,6 +28,34 @@ def method_name(entry: dict, kinds: dict[str, str]) -> str:
     return name
 
 
+HEAD_FREE_KINDS = ("lookup", "corpus+lookup")  # headstart's methods that need no trained head
+
+
+def head_margin(methods: list[dict], kinds: dict[str, str]) -> dict | None:
+    """The figure a head-training framework is judged by: the fastest method with a trained head
+    against the fastest without one (plain decoding, prompt lookup, lookup + corpus trees, HF's
+    peers), in tokens/s, from one temperature's results. None when either side is missing."""
+    with_head = [e for e in methods if e["method"] == "headstart" and kinds.get(e["label"], e["label"]) not in HEAD_FREE_KINDS]
+    without = [e for e in methods if e not in with_head]
+    if not with_head or not without:
+        return None
+    best = max(with_head, key=lambda e: e["tokens_per_s"])
+    free = max(without, key=lambda e: e["tokens_per_s"])
+    return {"with_head": best["label"], "without_head": free["label"],
+            "ratio": round(best["tokens_per_s"] / free["tokens_per_s"], 3)}
+
+
+def margin_text(margin: dict | None, methods: list[dict], kinds: dict[str, str]) -> str:
+    """One line: the head's margin over the fastest head-free method."""
+    if margin is None:
+        return ""
+    by_label = {e["label"]: e for e in methods}
+    best, free = by_label[margin["with_head"]], by_label[margin["without_head"]]
+    return (f"**The head's margin**: {margin['ratio']:.2f}x: the fastest method with the head, {method_name(best, kinds)} "
+            f"({best['tokens_per_s']:.1f} tokens/s), against the fastest without one, {method_name(free, kinds)} "
+            f"({free['tokens_per_s']:.1f} tokens/s).")
+
+
 def _tree_text(tree: dict | None) -> str:
     if not tree:
         return "—"
@@ -89,6 +117,8 @@ def format_table(report: dict) -> str:
                 m = e["greedy_match"]
                 row += " — |" if e["label"] == "plain" else f" {m['matched']}/{m['of']} |"
             lines.append(row)
+        margin = margin_text(head_margin(res["methods"], kinds), res["methods"], kinds)
+        lines += ["", margin] if margin else []
         for e in res["methods"]:
             if e["acceptance"] is None:
                 continue

@@ -32,7 +32,7 @@ from headstart.decode.verify import acceptance_length
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, round_floats, varying_drafter_bound
 from headstart.eval.methods import Methods, build_methods
 from headstart.eval.prompts import EvalPrompt, load_eval_prompts
-from headstart.eval.report import format_table, write_outputs
+from headstart.eval.report import format_table, head_margin, write_outputs
 from headstart.eval.speed import Decoded, EvalError, relative_forward_cost
 from headstart.target import cpu_kind
 
@@ -189,10 +189,8 @@ def _report(methods: Methods, decoded: Decodings, prompt_info: dict) -> dict:
         "sampling": {"temperatures": list(decoded.turns), "seed": cfg.seed, "top_p": 1.0, "top_k": 0},
         "heads": [{**_head_info(label, methods.heads[label]), "tree": methods.tree(label)} for label in gens],
         "forward_cost": {str(n): c for n, c in cost.items()},
-        "results": [
-            {"temperature": t, "methods": [_summarise(m, turns, by_method["plain"], methods, cost, t) for m, turns in by_method.items()]}
-            for t, by_method in decoded.turns.items()
-        ],
+        "results": [_result(t, [_summarise(m, turns, by_method["plain"], methods, cost, t) for m, turns in by_method.items()],
+                            methods) for t, by_method in decoded.turns.items()],
         "rows": [_row(t, m, turn) for t, by_method in decoded.turns.items() for m, turns in by_method.items() for turn in turns],
     }
     return round_floats(report)
@@ -252,6 +250,12 @@ def _rate(turns: list[Turn]) -> tuple[int, float]:
     tokens = sum(len(t.decoded.tokens) for t in turns)
     seconds = sum(t.decoded.seconds for t in turns)
     return tokens, seconds
+
+
+def _result(temperature: float, summaries: list[dict], methods: Methods) -> dict:
+    """One temperature's `result`: its methods, and the head's margin over head-free decoding."""
+    kinds = {label: h.kind for label, h in methods.heads.items()}
+    return {"temperature": temperature, "methods": summaries, "head_margin": head_margin(summaries, kinds)}
 
 
 def _summarise(method: str, turns: list[Turn], plain_turns: list[Turn], methods: Methods, cost: dict[int, float], temperature: float) -> dict:

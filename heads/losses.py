@@ -87,12 +87,15 @@ def soft_draft_loss(logq: torch.Tensor, p: torch.Tensor, objective: Objective = 
     return DraftLoss(_mix(loss, ce, objective), ce.detach(), alpha.detach().mean())
 
 
-def hard_draft_loss(logits: torch.Tensor, labels: torch.Tensor, objective: Objective = CE) -> DraftLoss:
+def hard_draft_loss(logits: torch.Tensor, labels: torch.Tensor, objective: Objective = CE,
+                    weights: torch.Tensor | None = None) -> DraftLoss:
     """The loss of draft `logits` (M, N) against one-hot targets: `labels` (M,) index the draft
     vocabulary, -1 outside it (ignored by the loss, a sure rejection in `accept`), as Medusa trains.
 
     With p one-hot on y, α = q(y): `tv` is 1 − q(y), `lk` is −log q(y) (the cross-entropy), and
-    `lk_lambda` blends the cross-entropy with 1 − q(y).
+    `lk_lambda` blends the cross-entropy with 1 − q(y). `weights` (M,), when given, make the loss a
+    weighted mean over the positions (complementary training, heads/complement.py); the metrics
+    `ce` and `accept` stay unweighted.
     """
     inside = labels >= 0
     if not inside.any():
@@ -101,6 +104,8 @@ def hard_draft_loss(logits: torch.Tensor, labels: torch.Tensor, objective: Objec
     ce = F.cross_entropy(logits, labels, ignore_index=-1)
     with torch.no_grad():
         accept = _label_q(logits, labels)[inside].sum() / labels.numel()
+    if weights is not None:
+        return DraftLoss(_weighted(logits, labels, inside, weights, objective), ce.detach(), accept)
     if objective.name in ("ce", "lk"):  # −log q(y) is the cross-entropy: any mix of the two is too
         return DraftLoss(ce, ce.detach(), accept)
     q_y = _label_q(logits, labels)[inside]  # (M_inside,) α of each position
@@ -111,6 +116,23 @@ def hard_draft_loss(logits: torch.Tensor, labels: torch.Tensor, objective: Objec
         lam = math.exp(-LK_ETA * q_y.mean().item())
         loss = lam * ce + (1 - lam) * tv
     return DraftLoss(_mix(loss, ce, objective), ce.detach(), accept)
+
+
+def _weighted(logits: torch.Tensor, labels: torch.Tensor, inside: torch.Tensor, weights: torch.Tensor,
+              objective: Objective) -> torch.Tensor:
+    """hard_draft_loss's loss as a `weights`-weighted mean over the positions inside the draft vocabulary."""
+    w = weights[inside].to(logits.dtype)
+    ce = F.cross_entropy(logits[inside], labels[inside], reduction="none")  # (M_inside,)
+    total = w.sum().clamp(min=1e-6)
+    if objective.name in ("ce", "lk"):
+        return (w * ce).sum() / total
+    tv = (w * (1 - _label_q(logits[inside], labels[inside]))).sum() / total
+    if objective.name == "tv":
+        loss = tv
+    else:  # lk_lambda
+        lam = math.exp(-LK_ETA * (1 - tv.item()))
+        loss = lam * (w * ce).sum() / total + (1 - lam) * tv
+    return _mix(loss, (w * ce).sum() / total, objective)
 
 
 def simulated_accept_length(top1: list[float]) -> float:

@@ -144,7 +144,7 @@ class MedusaHeads(nn.Module):
     def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
         """The trainer's entry: `loss` on the target's output for a collated batch (cfg: TrainConfig)."""
         return self.loss(out.hidden, batch["input_ids"], batch["loss_mask"], cfg.loss_decay,
-                         objective=Objective.from_config(cfg))
+                         objective=Objective.from_config(cfg), weights=batch.get("draft_weight"))
 
     def loss(
         self,
@@ -154,9 +154,11 @@ class MedusaHeads(nn.Module):
         decay: float = 0.8,
         topk: int = 5,
         objective: Objective = CE,
+        weights: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Σ_k decay^k · CE_k (or `objective`'s loss) over assistant tokens, and per-head top-1 /
-        top-k accuracy and expected acceptance.
+        top-k accuracy and expected acceptance. `weights` (B, T), when given, weigh each label
+        token's loss (complementary training: heads/complement.py).
 
         hidden (B, T, D) target's last hidden states; input_ids (B, T); loss_mask (B, T) is 1 where
         the token is an assistant token (the only tokens a head is asked to predict). Logits are
@@ -176,7 +178,8 @@ class MedusaHeads(nn.Module):
             h = hidden[:, :-shift][valid].to(self.dtype)  # (M, D) in the head's own precision
             logits = self.project(block(h), k).float()  # (M, n_draft)
             target_idx = self.draft_index(labels)  # (M,) -1 outside the draft vocabulary
-            term = hard_draft_loss(logits, target_idx, objective)
+            w = None if weights is None else weights[:, shift:][valid]  # (M,)
+            term = hard_draft_loss(logits, target_idx, objective, w)
             total = total + (decay**k) * term.loss
             with torch.no_grad():
                 top = logits.topk(min(topk, logits.shape[-1]), dim=-1).indices

@@ -59,6 +59,19 @@ def _tuning(head, quick: bool) -> dict:
     return {"sizes": (4, 8)}
 
 
+def _summary_line(report: dict, summary: dict, minutes: float) -> str:
+    """What a user of a head-training framework wants first: the head's margin over decoding without
+    it (greedy), and how much training the clock allowed on this machine."""
+    greedy = next((r for r in report["results"] if r["temperature"] == 0), report["results"][0])
+    margin = greedy.get("head_margin")
+    trained = f"the head trained {summary.get('steps', '?')} steps in {minutes:g} min"
+    if margin is None:
+        return f"summary: {trained}"
+    speed = {e["label"]: e["speedup"] for e in greedy["methods"]}
+    return (f"summary: the head's margin over no head {margin['ratio']:.2f}x ({margin['with_head']} "
+            f"{speed[margin['with_head']]:.2f}x plain, {margin['without_head']} {speed[margin['without_head']]:.2f}x); {trained}")
+
+
 def run_demo(
     recipe_path: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
@@ -127,5 +140,6 @@ def run_demo(
     print(f"\nresults: {out} (JSON, docs/eval.md), {out.with_suffix('.md')} (tables), {out.with_suffix('.png')} (plot: "
           f"acceptance per depth, accepted drafts per step, tokens/s), {out.with_suffix('.html')} (every verification step)")
     print(f"run details: {out.with_name('demo.json')}; head: {summary['final']}")
+    print(_summary_line(report, summary, recipe.train.max_minutes))
     print(f"demo took {run['total_minutes']} min")
     return 0

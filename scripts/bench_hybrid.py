@@ -2,16 +2,21 @@
 
     python scripts/bench_hybrid.py --head runs/demo/medusa/final
     python scripts/bench_hybrid.py --head runs/demo/medusa/final --rounds 1 --num-prompts 4
+    python scripts/bench_hybrid.py --head runs/a/final --more-heads runs/b/final --only-margin \
+        --shared-nodes 8 12 --free-nodes 8 12
 
 Decodes the held-out prompts greedily with headstart's plain loop and with hybrid trees built from
 the head (its saved tree), the prompt-lookup branch (L = 10), the branch growing alone while the text
 copies its context (`decode.lookup_copy`) and the corpus tree (`decode.corpus_draft` nodes, the head
 folder's corpus_ngram.safetensors; beside it the same table's argmax chain), each switched on in
 turn, the head's nodes and the corpus's sharing a budget (`--shared-nodes`, `decode.hybrid_nodes`),
-plus the sources without the head and
+plus the sources without the head (`--free-nodes`: corpus trees of these sizes) and
 prompt lookup alone; every variant over the same prompts, `--rounds` times in turn, so that drift on
-a shared machine falls on all. Prints τ (bonus token counted), tokens/s and the ratio to plain
-decoding, overall and per category. Embedded target in bf16, weights packed, unless told otherwise.
+a shared machine falls on all. `--more-heads` adds other heads (each alone and in the shared hybrids),
+`--only-margin` keeps only what the head's margin is made of. Prints τ (bonus token counted),
+tokens/s and the ratio to plain decoding, overall and per category, then the head's margin: the
+fastest variant with a head against the fastest without one, each at its best size. Embedded
+target in bf16, weights packed, unless told otherwise.
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ def main() -> None:
     p.add_argument("--shared-nodes", type=int, nargs="*", default=[],
                    help="also the full hybrid with the head's scored nodes and the corpus's sharing these many nodes (decode.hybrid_nodes)")
     p.add_argument("--only-corpus", action="store_true", help="only plain, the argmax chain, the corpus tree beside the head's, no head, and the variants asked for")
+    p.add_argument("--free-nodes", type=int, nargs="*", default=[8],
+                   help="the sources without a head, with corpus trees of these many nodes (decode.corpus_draft)")
+    p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
+    p.add_argument("--only-margin", action="store_true",
+                   help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
     args = p.parse_args()
 
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
@@ -69,6 +79,8 @@ def main() -> None:
         gen = SpeculativeGenerator(target, h, **tree_options(h, DecodeConfig(tree_size=head_nodes or 16), given)[0])
         return lambda ids: gen.generate(ids, n, eos_token_id=eos)
 
+    free = {f"lookup branch + corpus tree of {k} nodes, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))
+            for k in args.free_nodes}
     variants = {
         "plain": lambda ids: plain_generate(target, ids, n, eos_token_id=eos),
         "head alone": speculative(head),
@@ -91,6 +103,16 @@ def main() -> None:
     for k in args.head_nodes:
         variants[f"+ corpus tree of 8 nodes beside the head's tree cut to {k} nodes"] = speculative(
             HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8), head_nodes=k)
+    heads = {args.head: head, **{h: load_heads(h, target=target) for h in args.more_heads}}
+    if args.only_margin:
+        variants = {k: v for k, v in variants.items() if k in ("plain", "prompt lookup alone (chain <= 10)")}
+    for folder, h in heads.items():
+        if args.only_margin or folder != args.head:
+            variants[f"{folder}: head alone"] = speculative(h)
+            variants.update({f"{folder}: head and corpus share {k} nodes": speculative(
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k)) for k in args.shared_nodes})
+    variants.update(free)
+    head_free = {"plain", "prompt lookup alone (chain <= 10)", *free}
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
     for r in range(args.rounds):
         for name, decode in variants.items():
@@ -123,6 +145,9 @@ def main() -> None:
         cells = [f"{rate([x]) / rate([q]):.2f}x" for x, q in zip(rows, plain)]
         print(f"| {name} | {'-' if t is None else f'{t:.2f}'} | {rate(rows):.1f} | {rate(rows) / rate(plain):.2f}x | "
               + " | ".join(cells) + " |")
+    best = max((v for v in totals if v not in head_free), key=lambda v: rate(totals[v]))
+    free_best = max(head_free, key=lambda v: rate(totals[v]))
+    print(f"\nthe head's margin: {rate(totals[best]) / rate(totals[free_best]):.2f}x: {best} against {free_best}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,14 @@ class Example:
     source: str  # "file:line" (or "dataset[split][i]") for error messages
     truncated: bool = False
     dropped_tokens: int = 0  # tokens cut by max_length
+    draft_weight: list[float] | None = None  # per-token loss weights (complementary training), None = all 1
+
+    def row(self) -> dict:
+        """What a dataset hands the collator for this example."""
+        row = {"input_ids": self.input_ids, "loss_mask": self.loss_mask}
+        if self.draft_weight is not None:
+            row["draft_weight"] = self.draft_weight
+        return row
 
     @cached_property
     def key(self) -> str:
@@ -165,12 +173,12 @@ class ExampleDataset(torch.utils.data.Dataset):
         return [len(e.input_ids) for e in self.examples]
 
     def __getitem__(self, i: int) -> dict:
-        e = self.examples[i]
-        return {"input_ids": e.input_ids, "loss_mask": e.loss_mask}
+        return self.examples[i].row()
 
 
 def collate(rows: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
-    """Right-pad a batch: input_ids, attention_mask and loss_mask, all (B, T).
+    """Right-pad a batch: input_ids, attention_mask and loss_mask, all (B, T); draft_weight (B, T,
+    float, 0 on padding) when the rows carry per-token loss weights.
 
     Rows read from an offline feature cache also carry `cached_*` tensors (T, D); they are padded
     with zeros to (B, T, D), and `batch_features` returns them instead of running the target.
@@ -185,6 +193,11 @@ def collate(rows: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
         attn[i, :n] = 1
         loss[i, :n] = torch.as_tensor(r["loss_mask"])
     batch = {"input_ids": ids, "attention_mask": attn, "loss_mask": loss}
+    if "draft_weight" in rows[0]:
+        weight = torch.zeros((len(rows), width), dtype=torch.float32)
+        for i, r in enumerate(rows):
+            weight[i, : len(r["draft_weight"])] = torch.as_tensor(r["draft_weight"], dtype=torch.float32)
+        batch["draft_weight"] = weight
     for key in (k for k in rows[0] if k.startswith("cached_")):
         first = rows[0][key]
         padded = first.new_zeros((len(rows), width, first.shape[-1]))  # (B, T, D)

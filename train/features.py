@@ -263,7 +263,7 @@ class CachedFeatureDataset(ExampleDataset):
 
     def __getitem__(self, i: int) -> dict:
         e = self.examples[i]
-        return {"input_ids": e.input_ids, "loss_mask": e.loss_mask, **self.cache.read(e.key, self.layers)}
+        return {**e.row(), **self.cache.read(e.key, self.layers)}
 
 
 def training_dataset(examples: list[Example], features_dir: str | None, target: Target, layers=()) -> ExampleDataset:

@@ -27,6 +27,7 @@ from headstart import heads
 from headstart.adapter import add_adapter
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.heads.checkpoint import load_heads, save_corpus
+from headstart.heads.complement import draft_weights, free_hits
 from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy
 from headstart.heads.vocab import frequent_tokens
 from headstart.target import Target, is_partitioned, resolve_dtype
@@ -84,6 +85,7 @@ def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> dict
     start = _start_run(recipe, target)
     torch.manual_seed(recipe.train.seed)
     data = _read_data(recipe, target)
+    _weigh_by_free_hits(recipe.train, data.train)
     head = _setup_head(recipe, target, data.train, head)
     _add_joint_adapter(recipe, target)
     module = TrainingModule(head, target, recipe.train)
@@ -120,6 +122,22 @@ def _read_data(recipe: Recipe, target: Target) -> TrainingData:
     )
     trained, heldout = split(examples, data.eval_size, data.seed)
     return TrainingData(train=trained, heldout=heldout, stats=stats)
+
+
+def _weigh_by_free_hits(cfg: TrainConfig, examples: list[Example]) -> None:
+    """Complementary training (train.free_hit_weight < 1): each training example's answer tokens that
+    head-free drafting predicts get that loss weight (heads/complement.py); held-out examples keep
+    none, so held-out accuracy stays over every token."""
+    if cfg.free_hit_weight >= 1.0:
+        return
+    started = time.perf_counter()
+    hits = free_hits(examples, order=cfg.corpus_ngram or 4)
+    for example, weights in zip(examples, draft_weights(hits, cfg.free_hit_weight)):
+        example.draft_weight = weights
+    answer = sum(sum(e.loss_mask) for e in examples)
+    share = sum(sum(h) for h in hits) / max(1, answer)
+    print(f"complementary training: {share:.0%} of {answer} answer tokens are predicted without a head, weighted "
+          f"{cfg.free_hit_weight} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
 
 
 def _setup_head(recipe: Recipe, target: Target, examples: list[Example], head: nn.Module | None) -> nn.Module:

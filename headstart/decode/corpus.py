@@ -12,13 +12,10 @@ and needs no training, so it joins a head's tree beside the prompt-lookup branch
 (`decode.corpus_draft` nodes, decode/hybrid.py's HybridHead): what the head misses on the
 target's stock phrases, the corpus often holds.
 
-Teacher-forced along the embedded SmolLM2's greedy answers to 36 held-out prompts (96 tokens,
-beside prompt lookup's branch of 10), 8 corpus nodes accept τ 2.39 as a best-first tree against
-2.17 as the argmax chain of 8 (1.48 for prompt lookup alone); 12 nodes 2.45, 16 nodes 2.48.
+A best-first tree accepts more than the argmax chain of as many nodes (docs/results.md#choices-made-teacher-forced).
 
 Saved with a head as `corpus_ngram.safetensors` (int32 contexts, totals, and the top tokens with
-their counts per order; no pickles): the table of the 6.1k shipped answers (0.79M tokens, order 4)
-holds 685k contexts.
+their counts per order; no pickles); its size grows with the answer tokens counted.
 """
 
 from __future__ import annotations
@@ -79,7 +76,7 @@ class CorpusNgram:
     def __init__(self, order: int, tables: list[tuple[np.ndarray, ...]], top_k: int = 4):
         self.order, self.top_k = order, top_k
         self.tables = tables  # [n - 1] = (contexts (C, n), totals (C,), starts (C + 1,), next (P,), counts (P,)), int32
-        self._lookup: list[dict] | None = None  # built at the first draft (~2 s for 690k contexts)
+        self._lookup: list[dict] | None = None  # built at the first draft (seconds for the shipped corpus)
 
     @property
     def _next(self) -> list[dict[tuple[int, ...], tuple[tuple[int, ...], tuple[float, ...]]]]:

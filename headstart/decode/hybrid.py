@@ -17,8 +17,7 @@ Budget, per row, from what the row measures: lookup nodes are added only when a 
 branch length starts at L, grows by 2 (up to L) after a step that accepted the whole branch and
 shrinks by 1 (down to 1) after one that did not (HF's rule for assistant tokens): long in copying
 passages, one node elsewhere. The corpus tree keeps its budget: adapted the same way, it lost
-more τ than it saved nodes (teacher-forced on 36 held-out prompts beside the branch: τ 2.17 with
-7.8 nodes a step in all, against 2.39 with 11.9 for the fixed 8).
+more τ than it saved nodes (docs/results.md#choices-made-teacher-forced).
 A head that scores its drafts (`scores_drafts`: each node's probability along its path; Medusa's
 heads' softmax products, an EAGLE-2 tree's exp of the cumulative draft log-probability) shares a
 budget with the corpus instead (`decode.hybrid_nodes`, S):
@@ -29,9 +28,8 @@ Any other head's tree is kept whole. While the text copies its context (the last
 least L long and accepted whole), the step verifies the branch alone, as prompt lookup alone
 would, without the head's drafting and width, and the branch doubles after each step that
 accepts it whole, up to `copy_tokens` (`decode.lookup_copy`, default 40): a passage copied from
-the prompt is verified 20 and 40 tokens at a time instead of 10 (on the demo's held-out summary:
-9.6 -> 24 tokens per forward, 5.3x -> 7.6x plain); a miss costs one longer verification before
-the branch is back at L - 1.
+the prompt is verified 20 and 40 tokens at a time instead of 10 (docs/results.md#choices-made-teacher-forced); a miss
+costs one longer verification before the branch is back at L - 1.
 
 `HybridHead(None, ...)` drafts from the two sources alone (kind "corpus+lookup"): no training
 beyond the table, a peer every trained head is measured against.

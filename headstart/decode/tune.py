@@ -17,6 +17,7 @@ plain step (`forward_cost`: the target's forward over n new tokens, relative to 
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -94,27 +95,44 @@ def tree_options(head, decode: DecodeConfig, given: Collection[str] = ()) -> tup
 @torch.no_grad()
 def forward_cost(target, sizes: list[int], past_len: int = 256, repeats: int = 5) -> dict[int, float]:
     """Seconds of one target forward (with logits) over n new tokens after `past_len` cached ones
-    (fewer where the target's context is too short for both), for n = 1 and each of `sizes`."""
+    (fewer where the target's context is too short for both), for n = 1 and each of `sizes`.
+
+    A shared machine's speed drifts within seconds, so the sizes take turns: each of `repeats`
+    rounds times every size once (after one warm-up round), each size keeps its median, and the
+    curve is made non-decreasing in n (`monotone_costs`): a forward over more tokens never costs
+    less, and a size timed in a slow moment no longer looks dearer than a larger one."""
     limit = target.max_position_embeddings or 4096
     past_len = max(8, min(past_len, limit - max(sizes, default=1) - 1))
     gen = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, target.vocab_size, (1, past_len), generator=gen).to(target.device)
     cache = target.new_cache()
     target(prefix, cache=cache)
-    costs = {}
+    inputs = {}
     for n in sorted(set([1, *sizes])):
         tokens = torch.randint(0, target.vocab_size, (1, n), generator=gen).to(target.device)
-        visible = torch.ones(n, n, dtype=torch.bool).tril()
-        positions = (past_len + torch.arange(n))[None].to(target.device)
-        times = []
-        for _ in range(repeats + 1):
+        inputs[n] = (tokens, torch.ones(n, n, dtype=torch.bool).tril(), (past_len + torch.arange(n))[None].to(target.device))
+    times: dict[int, list[float]] = {n: [] for n in inputs}
+    for round_ in range(repeats + 1):
+        for n, (tokens, visible, positions) in inputs.items():
             start = time.perf_counter()
             out = target.tree_forward(tokens, visible, positions, cache, past_len)
             target.logits(out.hidden[0]).argmax(-1)
-            times.append(time.perf_counter() - start)
+            if round_:  # the first round warms up
+                times[n].append(time.perf_counter() - start)
             cache.crop(-n)
-        costs[n] = min(times[1:])
-    return costs
+    return monotone_costs({n: statistics.median(t) for n, t in times.items()})
+
+
+def monotone_costs(costs: dict[int, float]) -> dict[int, float]:
+    """The non-decreasing curve (in the number of tokens) closest to `costs` in squared error:
+    isotonic regression by pooling adjacent violators, each size weighing the same."""
+    blocks: list[list] = []  # [mean, sizes pooled]
+    for n in sorted(costs):
+        blocks.append([costs[n], [n]])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (a, na), (b, nb) = blocks[-2], blocks.pop()
+            blocks[-1] = [(a * len(na) + b * len(nb)) / (len(na) + len(nb)), na + nb]
+    return {n: mean for mean, sizes in blocks for n in sizes}
 
 
 # ---------------------------------------------------------------- static trees (Medusa)

@@ -18,6 +18,7 @@ from headstart.decode.contract import Proposal
 from headstart.decode.plain import greedy_generate
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, interpolated_cost, varying_drafter_bound
 from headstart.eval.prompts import load_eval_prompts
+from headstart.eval.report import head_margin
 from headstart.eval.run import SCHEMA_VERSION, evaluate
 from headstart.eval.speed import EvalError, eos_ids
 from headstart.jsonl import DataError
@@ -142,6 +143,12 @@ def test_controlled_heads_give_hand_computed_rates(oracle_run):
         assert by[label]["greedy_match"]["matched"] == 1 and by[label]["greedy_match"]["mean_agree_prefix"] == 41
         assert by[label]["tree"]["size"] == 5 and by[label]["bound"]["verify_tokens"] == 6
         assert by[label]["target_forwards"] == by[label]["acceptance"]["steps"] + 1
+    # The head's margin: the fastest head (any of the three) over the fastest head-free method (plain here).
+    margin = res["head_margin"]
+    fastest = max(("oracle", "wrong", "cycling"), key=lambda label: by[label]["tokens_per_s"])
+    assert margin["with_head"] == fastest and margin["without_head"] == "plain"
+    assert margin["ratio"] == pytest.approx(by[fastest]["tokens_per_s"] / by["plain"]["tokens_per_s"], rel=1e-2)
+    assert head_margin(res["methods"], {"oracle": "lookup"})["with_head"] != "oracle"  # a head-free kind is not a head
 
 
 # ---------------------------------------------------------------- the schema is the documented one

@@ -155,3 +155,18 @@ def test_training_on_tv_moves_the_head_and_not_the_target(tmp_path, smol_shaped_
         assert torch.equal(value, before[name]), f"target weight {name} changed"
     accept = summary["heldout"]["accept"]  # held-out Σ min(p, q) per training-time-test step
     assert len(accept) == 2 and all(0 < a < 1 for a in accept), accept
+
+
+def test_weighted_hard_loss_is_the_weighted_mean_over_positions():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 11)
+    labels = torch.tensor([0, 3, -1, 7, 10, 2])  # one position outside the draft vocabulary
+    plain = hard_draft_loss(logits, labels)
+    ones = hard_draft_loss(logits, labels, weights=torch.ones(6))
+    torch.testing.assert_close(ones.loss, plain.loss)
+    # Zero weight on the first two positions: the loss is the CE of the others alone; metrics unweighted.
+    w = torch.tensor([0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+    half = hard_draft_loss(logits, labels, weights=w)
+    torch.testing.assert_close(half.loss, torch.nn.functional.cross_entropy(logits[3:], labels[3:]))
+    torch.testing.assert_close(half.ce, plain.ce)
+    torch.testing.assert_close(half.accept, plain.accept)

@@ -67,3 +67,24 @@ def test_training_learns_a_predictable_pattern(tmp_path, smol_shaped_target):  #
     summary = train(r, smol_shaped_target)
     assert not (Path(summary["final"]) / FILE_NAME).exists()  # train.corpus_ngram = 0: no table
     assert summary["heldout"]["top5"][0] > 0.2  # counting is predictable two tokens ahead
+
+
+def test_complementary_training_weighs_the_tokens_head_free_drafting_predicts(tmp_path, smol_shaped_target, capsys):  # noqa: F811
+    target = smol_shaped_target
+    before = {k: v.clone() for k, v in target.model.state_dict().items()}
+    torch.manual_seed(0)
+    start = hs.heads.build("medusa", target, num_heads=2, draft_vocab=torch.arange(300))
+    trained = {}
+    for weight in (1.0, 0.0):
+        heads = hs.heads.build("medusa", target, num_heads=2, draft_vocab=torch.arange(300))
+        heads.load_state_dict(start.state_dict())
+        out = tmp_path / f"w{weight}"
+        out.mkdir()
+        train(recipe(out, "train.max_steps=2", "train.save_steps=100", f"train.free_hit_weight={weight}"), target, heads)
+        trained[weight] = {k: v.clone() for k, v in heads.state_dict().items()}
+    err = capsys.readouterr().err
+    assert "complementary training:" in err and "answer tokens are predicted without a head, weighted 0.0" in err
+    # Weight 0 on the predictable tokens trains other heads than weight 1 from the same start.
+    assert any(not torch.equal(trained[1.0][k], trained[0.0][k]) for k in trained[1.0] if k != "draft_ids")
+    for name, value in target.model.state_dict().items():
+        assert torch.equal(value, before[name]), f"target weight {name} changed"

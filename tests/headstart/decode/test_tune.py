@@ -12,7 +12,7 @@ import headstart as hs
 from headstart.cli import main
 from headstart.config import DecodeConfig
 from headstart.decode.tree import HeldOutAccuracy, StaticTreeSpec, Tree
-from headstart.decode.tune import TuneError, dynamic_grid, given_decode_fields, tree_options, tune_tree
+from headstart.decode.tune import TuneError, dynamic_grid, given_decode_fields, monotone_costs, tree_options, tune_tree
 from headstart.errors import HeadstartError
 from headstart.heads.results import set_default_tree
 from headstart.target import Target
@@ -186,3 +186,13 @@ def test_tuning_errors_are_one_line(folder, target, tmp_path, capsys):
         main(["tune-tree", str(recipe), "--head", str(head), "--grid", "5,1"])
     assert bad.value.code == 2 and "argument --grid: expected DEPTH,TOP_K,TOTAL_TOKENS" in capsys.readouterr().err
     assert "tree_tuning" not in json.loads((head / "config.json").read_text())  # a refused tuning writes nothing
+
+
+def test_monotone_costs_pools_a_size_timed_in_a_slow_moment():
+    # 8 tokens timed in a slow moment look dearer than 16: the two are pooled to their mean.
+    assert monotone_costs({1: 1.0, 8: 1.6, 16: 1.2, 32: 2.0}) == {1: 1.0, 8: 1.4, 16: 1.4, 32: 2.0}
+    # Already non-decreasing: unchanged. A violation spanning three sizes pools all three.
+    assert monotone_costs({1: 1.0, 4: 1.1, 8: 1.3}) == {1: 1.0, 4: 1.1, 8: 1.3}
+    pooled = monotone_costs({1: 1.0, 4: 1.9, 8: 1.3, 12: 1.4, 16: 2.0})
+    assert list(pooled.values()) == sorted(pooled.values())
+    assert pooled[4] == pooled[8] == pooled[12] == pytest.approx((1.9 + 1.3 + 1.4) / 3)
