@@ -15,7 +15,7 @@ import torch
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.generate import SpeculativeGenerator
-from headstart.decode.hybrid import HybridHead, verified_bounds, with_lookup
+from headstart.decode.hybrid import HybridHead, HybridSettings, verified_bounds, with_lookup
 from headstart.decode.lookup import LookupHead
 from headstart.decode.sampling import Sampling
 from headstart.decode.tune import tree_options
@@ -108,9 +108,9 @@ def _with_lookup(named: dict, decode: DecodeConfig) -> dict:
         return named
     if "lookup" in named or any(label.endswith("+lookup") for label in named):
         raise EvalError("with decode.prompt_lookup > 0, 'lookup' and '<label>+lookup' name the lookup methods; relabel the head")
-    length, ngram, copy, nodes = decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft
-    hybrids = {f"{label}+lookup": with_lookup(h, length, ngram, copy, nodes, decode.hybrid_nodes) for label, h in named.items()}
+    settings = HybridSettings.from_decode(decode)
+    hybrids = {f"{label}+lookup": with_lookup(h, settings) for label, h in named.items()}
     corpus = next((h.corpus for h in named.values() if getattr(h, "corpus", None) is not None), None)
-    free = {"corpus+lookup": HybridHead(None, length, ngram, copy, corpus, nodes)} if corpus is not None and nodes else {}
-    return {**named, **hybrids, "lookup": LookupHead(length, ngram), **free}
+    free = {"corpus+lookup": with_lookup(None, settings, corpus)} if corpus is not None and settings.corpus_draft else {}
+    return {**named, **hybrids, "lookup": LookupHead(settings.prompt_lookup, settings.lookup_ngram), **free}
 

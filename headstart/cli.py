@@ -131,7 +131,7 @@ def cmd_generate(args) -> int:
 
     from headstart.chat import encode_chat
     from headstart.decode.generate import SpeculativeGenerator
-    from headstart.decode.hybrid import with_lookup
+    from headstart.decode.hybrid import HybridSettings, with_lookup
     from headstart.decode.steps import format_steps
     from headstart.decode.tune import tree_options
     from headstart.heads.checkpoint import load_heads
@@ -140,8 +140,7 @@ def cmd_generate(args) -> int:
     given = _tree_given(args, recipe)
     target = _target(recipe)
     head = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
-    decode = recipe.decode
-    head = with_lookup(head, decode.prompt_lookup, decode.lookup_ngram, decode.lookup_copy, decode.corpus_draft, decode.hybrid_nodes)  # hybrid trees
+    head = with_lookup(head, HybridSettings.from_decode(recipe.decode))  # hybrid trees
     options, source = tree_options(head, recipe.decode, given)
     gen = SpeculativeGenerator(target, head, **options)
     tok = target.tokenizer

@@ -38,6 +38,7 @@ beyond the table, a peer every trained head is measured against.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -265,15 +266,32 @@ class HybridHead:
         return self._own.propose(state, tree_or_spec)
 
 
-def with_lookup(head, max_tokens: int, max_ngram: int = 2, copy_tokens: int = 0, corpus_nodes: int = 0,
-                shared_nodes: int = 0):
-    """`head` with lookup branches (`decode.prompt_lookup` tokens, 0 = the head as it is; up to
-    `decode.lookup_copy` while the text copies its context) and, when it carries a corpus table
-    (`head.corpus`, saved by training), corpus trees of `decode.corpus_draft` nodes; where the head
-    scores its drafts, its nodes and the corpus's share `decode.hybrid_nodes` (0: its tree whole)."""
-    if not max_tokens:
+@dataclass(frozen=True)
+class HybridSettings:
+    """What hybrid trees draft beside a head: the recipe's decode fields of the same names
+    (headstart/config.py's DecodeConfig, where each has its help), read once."""
+
+    prompt_lookup: int = 0  # tokens of the lookup branch; 0 = no hybrid tree, the head as it is
+    lookup_ngram: int = 2  # the longest n-gram of the newest tokens matched in the context
+    lookup_copy: int = 0  # the longest branch while the text copies its context
+    corpus_draft: int = 0  # nodes of the corpus tree (0 = none)
+    hybrid_nodes: int = 0  # nodes a scoring head's tree and the corpus tree share (0 = the head's tree whole)
+
+    @classmethod
+    def from_decode(cls, decode) -> HybridSettings:
+        """The settings of a recipe's decode section."""
+        return cls(**{f.name: getattr(decode, f.name) for f in fields(cls)})
+
+
+def with_lookup(head, settings: HybridSettings, corpus=None):
+    """`head` (None: no head) as a hybrid (`HybridHead`) with `settings`' lookup branches and corpus
+    trees from `corpus`, by default the table the head carries (`head.corpus`, saved by training);
+    the head as it is when settings.prompt_lookup is 0."""
+    if not settings.prompt_lookup:
         return head
-    return HybridHead(head, max_tokens, max_ngram, copy_tokens, getattr(head, "corpus", None), corpus_nodes, shared_nodes)
+    corpus = getattr(head, "corpus", None) if corpus is None else corpus
+    return HybridHead(head, settings.prompt_lookup, settings.lookup_ngram, settings.lookup_copy, corpus,
+                      settings.corpus_draft, settings.hybrid_nodes)
 
 
 def verified_bounds(settings: dict) -> tuple[int, int]:

@@ -6,7 +6,7 @@ from safetensors.torch import load_file
 
 import headstart as hs
 from headstart.decode.corpus import FILE_NAME
-from headstart.decode.hybrid import with_lookup
+from headstart.decode.hybrid import HybridSettings, with_lookup
 from headstart.decode.plain import greedy_generate
 from headstart.train.resume import last_complete_checkpoint
 from headstart.train.trainer import train
@@ -34,7 +34,7 @@ def test_a_step_moves_the_head_and_not_the_target(tmp_path, smol_shaped_target):
     assert torch.equal(out.sequences, ref.sequences)
     # Saved beside it: the n-gram table of the training answers, which hybrid trees draft chains from.
     assert loaded.corpus is not None and loaded.corpus.order == 4 and len(loaded.corpus) > 100
-    hybrid = with_lookup(loaded, 4, 2, 20, 6)
+    hybrid = with_lookup(loaded, HybridSettings(prompt_lookup=4, lookup_copy=20, corpus_draft=6))
     out = hs.SpeculativeGenerator(target, hybrid).generate(prompt, 12, eos_token_id=[])
     assert hybrid.uses_corpus and torch.equal(out.sequences, ref.sequences)
 

@@ -10,7 +10,7 @@ import headstart as hs
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.contract import DraftState
 from headstart.decode.corpus import CorpusNgram
-from headstart.decode.hybrid import HybridHead, shared_tree, verified_bounds, with_lookup
+from headstart.decode.hybrid import HybridHead, HybridSettings, shared_tree, verified_bounds, with_lookup
 from headstart.decode.plain import greedy_generate
 from headstart.decode.tree import load_tree
 from headstart.eval.run import evaluate
@@ -162,13 +162,19 @@ def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
 def test_with_lookup_takes_the_heads_own_table_and_the_settings():
     target = tiny_target("llama")
     head = perturbed_of("medusa", target)
-    assert with_lookup(head, 0) is head
-    plain_hybrid = with_lookup(head, 4, 2, 20, 6)
+    assert with_lookup(head, HybridSettings()) is head
+    settings = HybridSettings(prompt_lookup=4, lookup_copy=20, corpus_draft=6)
+    plain_hybrid = with_lookup(head, settings)
     assert not plain_hybrid.uses_corpus and "corpus_nodes" not in plain_hybrid.lookup_settings()  # no table saved
     head.corpus = _own_corpus(target)
-    hybrid = with_lookup(head, 4, 2, 20, 6)
+    hybrid = with_lookup(head, settings)
     assert hybrid.corpus is head.corpus and hybrid.copy_tokens == 20 and hybrid.corpus_nodes == 6
-    assert not with_lookup(head, 4, 2, 20, 0).uses_corpus  # decode.corpus_draft = 0: off
+    assert not with_lookup(head, HybridSettings(prompt_lookup=4, corpus_draft=0)).uses_corpus  # decode.corpus_draft = 0: off
+    # The recipe's decode section, read once: the same fields by the same names.
+    recipe = DecodeConfig(prompt_lookup=7, lookup_ngram=3, lookup_copy=30, corpus_draft=5, hybrid_nodes=9)
+    assert HybridSettings.from_decode(recipe) == HybridSettings(7, 3, 30, 5, 9)
+    free = with_lookup(None, HybridSettings.from_decode(recipe), head.corpus)
+    assert free.head is None and free.kind == "corpus+lookup" and free.corpus_nodes == 5 and free.max_ngram == 3
 
 
 @pytest.fixture(scope="module")

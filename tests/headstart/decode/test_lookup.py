@@ -12,7 +12,7 @@ from headstart.cli import main
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.contract import Proposal
 from headstart.decode.dynamic import tree_from_parents
-from headstart.decode.hybrid import HybridHead, merge_into, verified_bounds, with_lookup
+from headstart.decode.hybrid import HybridHead, HybridSettings, merge_into, verified_bounds, with_lookup
 from headstart.decode.lookup import LookupHead, NgramIndex, PromptLookupError, merge_branch, ngram_continuation
 from headstart.decode.plain import greedy_generate
 from headstart.decode.tree import tree_from_paths
@@ -78,7 +78,7 @@ def test_bad_settings_are_clear_errors():
         LookupHead(max_tokens=0)
     with pytest.raises(PromptLookupError, match="max_ngram"):
         HybridHead(LookupHead(), max_tokens=4, max_ngram=0)
-    assert with_lookup("the head", 0) == "the head"  # 0 = off: the head as it is
+    assert with_lookup("the head", HybridSettings()) == "the head"  # 0 = off: the head as it is
 
 
 # ---------------------------------------------------------------- the trie merge, by hand
