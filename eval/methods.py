@@ -14,6 +14,7 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
+from headstart.decode.contract import trait
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.hybrid import HybridHead, HybridSettings, verified_bounds, with_lookup
 from headstart.decode.lookup import LookupHead
@@ -110,7 +111,7 @@ def _with_lookup(named: dict, decode: DecodeConfig) -> dict:
         raise EvalError("with decode.prompt_lookup > 0, 'lookup' and '<label>+lookup' name the lookup methods; relabel the head")
     settings = HybridSettings.from_decode(decode)
     hybrids = {f"{label}+lookup": with_lookup(h, settings) for label, h in named.items()}
-    corpus = next((h.corpus for h in named.values() if getattr(h, "corpus", None) is not None), None)
+    corpus = next((h.corpus for h in named.values() if trait(h, "corpus") is not None), None)
     free = {"corpus+lookup": with_lookup(None, settings, corpus)} if corpus is not None and settings.corpus_draft else {}
     return {**named, **hybrids, "lookup": LookupHead(settings.prompt_lookup, settings.lookup_ngram), **free}
 

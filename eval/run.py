@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
+from headstart.decode.contract import trait
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.hybrid import verified_bounds
 from headstart.decode.lookup import common_prefix
@@ -60,7 +61,7 @@ def _check_labels(named: dict) -> None:
 
 
 def _head_info(label: str, heads) -> dict:
-    options = getattr(heads, "options", {}) or {}
+    options = trait(heads, "options")
     return {
         "label": label,
         "kind": heads.kind,

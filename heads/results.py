@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from headstart.decode.contract import TreeSpec
+from headstart.decode.contract import TreeSpec, trait
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.tree import HeldOutAccuracy, StaticTreeSpec
 from headstart.heads.init_from_target import TargetLayerCopy
@@ -81,7 +81,7 @@ def _read(saved_head: dict, key: str, reader: Callable[[object], object], where:
 def _tree_spec(head, saved) -> TreeSpec:
     """A saved head.tree as the spec of the head's kind: a dynamic head's {depth, top_k, total_tokens}
     (a missing field takes DynamicTreeSpec's default), a static head's list of paths."""
-    return dynamic_tree(saved) if getattr(head, "dynamic", False) else StaticTreeSpec(saved)
+    return dynamic_tree(saved) if trait(head, "dynamic") else StaticTreeSpec(saved)
 
 
 def dynamic_tree(tree: DynamicTreeSpec | dict | None) -> DynamicTreeSpec:
@@ -100,7 +100,7 @@ def set_default_tree(head, tree: TreeSpec, folder: str | Path | None = None, tun
     (where the head is saved), also write it into that config.json (head.tree), with `tuning`, the
     table it was chosen from, as tree_tuning. The tree must be of the head's kind: a DynamicTreeSpec
     for a dynamic head, a StaticTreeSpec for a static one."""
-    expected = DynamicTreeSpec if getattr(head, "dynamic", False) else StaticTreeSpec
+    expected = DynamicTreeSpec if trait(head, "dynamic") else StaticTreeSpec
     if not isinstance(tree, expected):
         raise HeadOptionsError(f"{head.kind} heads decode with a {expected.__name__} as their own tree; got {tree!r}")
     if folder is not None:

@@ -45,16 +45,20 @@ DEMO_KINDS = ("medusa", "eagle", "eagle3")
 
 def _should_tune(head, tree: str, given: frozenset[str]) -> bool:
     """Tune the head's tree unless the command line chose one (or a Medusa recipe names a fixed tree)."""
-    if getattr(head, "dynamic", False):
+    from headstart.decode.contract import trait
+
+    if trait(head, "dynamic"):
         return not given & {"depth", "top_k", "total_tokens"}
     return tree == "auto" and not given & {"tree", "tree_size"}
 
 
 def _tuning(head, quick: bool) -> dict:
     """tune_tree's options: its defaults, or (--quick) two candidates measured on one short decode."""
+    from headstart.decode.contract import trait
+
     if not quick:
         return {}
-    if getattr(head, "dynamic", False):
+    if trait(head, "dynamic"):
         return {"grid": [(2, 1, 2), (2, 2, 4)], "num_prompts": 1, "max_new_tokens": 16}
     return {"sizes": (4, 8)}
 

@@ -104,3 +104,30 @@ class DraftHead(Protocol):
     def propose(self, state: DraftState, tree) -> Proposal:
         """Draft a token for every node of a static `tree`, or grow a tree within a DynamicTreeSpec."""
         ...
+
+
+#: Everything beyond `kind` and `propose` that decoding, tuning and evaluation read from a head, and
+#: what a head without the attribute (or with None) means. `trait` is the one place that reads them.
+#: Set on a head from outside, each in one place: `held_out` by the trainer, `default_tree` by
+#: heads/results.py, `corpus` (the training answers' n-gram table, decode/corpus.py) by checkpoint loading.
+OPTIONAL_TRAITS: dict[str, object] = {
+    "dynamic": False,  # grows its own tree within a DynamicTreeSpec
+    "feature_layers": (),  # target layers whose outputs form DraftState.features (empty: the last hidden state)
+    "needs_features": False,  # fill DraftState.features and committed (dynamic heads imply it)
+    "options": {},  # the head's architecture options ("num_heads": the deepest static tree it fills)
+    "default_tree": None,  # a TreeSpec: the tree it decodes with unless told otherwise
+    "held_out": None,  # a HeldOutAccuracy: the per-depth top-k accuracy tree="auto" builds from
+    "scores_drafts": False,  # its greedy proposals carry `scores` (hybrid trees share a budget by them)
+    "parallel_tokens": None,  # a parallel-drafting head's K: no tree deeper than K
+    "corpus": None,  # the n-gram table of its training answers, for hybrid trees
+    "lookup_settings": None,  # a hybrid's or lookup head's settings, reported beside τ (a method)
+}
+
+
+def trait(head, name: str):
+    """`head`'s optional attribute `name` (one of OPTIONAL_TRAITS), or what its absence means."""
+    default = OPTIONAL_TRAITS[name]
+    value = getattr(head, name, None)
+    if value is None:
+        return dict(default) if isinstance(default, dict) else default
+    return value

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import torch
 
 from headstart.decode.cache import RaggedCache
-from headstart.decode.contract import DraftHead, DraftState
+from headstart.decode.contract import DraftHead, DraftState, trait
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.io import Clock, GenerateOutput, Stopper, Streams, begin, pack_sequences, pad_id
 from headstart.decode.sampling import GenerationError, Sampling, choose
@@ -98,10 +98,10 @@ class SpeculativeGenerator:
         if not isinstance(head, DraftHead):
             raise TypeError(f"{type(head).__name__} does not implement the DraftHead protocol (kind, propose)")
         self.target, self.head = target, head
-        own_tree = getattr(head, "default_tree", None)  # a TreeSpec of the head's kind, or None
-        self.dynamic = bool(getattr(head, "dynamic", False))
-        self.feature_layers = tuple(getattr(head, "feature_layers", ()) or ())
-        self.needs_features = self.dynamic or bool(getattr(head, "needs_features", False))
+        own_tree = trait(head, "default_tree")  # a TreeSpec of the head's kind, or None
+        self.dynamic = bool(trait(head, "dynamic"))
+        self.feature_layers = tuple(trait(head, "feature_layers"))
+        self.needs_features = self.dynamic or bool(trait(head, "needs_features"))
         self.tree: Tree | None = None
         self.tree_spec: DynamicTreeSpec | None = None
         if self.dynamic:
@@ -110,10 +110,10 @@ class SpeculativeGenerator:
                 depth=depth or base.depth, top_k=top_k or base.top_k, total_tokens=total_tokens or base.total_tokens
             )
         else:
-            max_depth = (getattr(head, "options", None) or {}).get("num_heads")
+            max_depth = trait(head, "options").get("num_heads")
             if tree == "auto" and own_tree is not None:
                 tree = own_tree
-            held_out = getattr(head, "held_out", None)
+            held_out = trait(head, "held_out")
             accuracy = held_out.topk if held_out is not None else None
             self.tree = load_tree(tree, accuracy=accuracy, size=tree_size, max_depth=max_depth)
             if max_depth is not None and self.tree.max_depth > max_depth:
@@ -135,7 +135,7 @@ class SpeculativeGenerator:
                 "depth": t.max_depth,
                 "top_k": max(t.topk_per_depth()),
             }
-        lookup = getattr(self.head, "lookup_settings", None)
+        lookup = trait(self.head, "lookup_settings")
         return {**settings, "lookup": lookup()} if lookup else settings
 
     def _tensors(self, tree: Tree) -> TreeTensors:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from headstart.decode.contract import DraftState, Proposal, TreeSpec
+from headstart.decode.contract import DraftState, Proposal, TreeSpec, trait
 from headstart.decode.corpus import leaves
 from headstart.decode.dynamic import DynamicTreeSpec, tree_from_parents
 from headstart.decode.lookup import (
@@ -221,11 +221,11 @@ class HybridHead:
         self.copy_tokens = max(copy_tokens, max_tokens)
         self.corpus, self.corpus_nodes = corpus, corpus_nodes
         # Only a head that scores its nodes shares, and only with a corpus tree.
-        self.shared_nodes = shared_nodes if getattr(head, "scores_drafts", False) and self.uses_corpus else 0
+        self.shared_nodes = shared_nodes if trait(head, "scores_drafts") and self.uses_corpus else 0
         self.kind = "corpus+lookup" if head is None else f"{head.kind}+lookup"
-        self.dynamic = True if head is None else bool(getattr(head, "dynamic", False))
-        self.feature_layers = tuple(getattr(head, "feature_layers", ()) or ())
-        self.options = getattr(head, "options", {}) or {}
+        self.dynamic = True if head is None else bool(trait(head, "dynamic"))
+        self.feature_layers = tuple(trait(head, "feature_layers"))
+        self.options = trait(head, "options")
         self.stats = LookupStats()
         self._own: HybridDrafter | None = None
 
@@ -238,12 +238,12 @@ class HybridHead:
         """The head's own tree, read when a generator is made (no head: the root alone)."""
         if self.head is None:
             return DynamicTreeSpec(depth=1, top_k=1, total_tokens=1)
-        return getattr(self.head, "default_tree", None)
+        return trait(self.head, "default_tree")
 
     @property
     def held_out(self) -> HeldOutAccuracy | None:
         """The head's measured held-out accuracy."""
-        return getattr(self.head, "held_out", None)
+        return trait(self.head, "held_out")
 
     def lookup_settings(self) -> dict:
         """What to report beside τ."""
@@ -289,7 +289,7 @@ def with_lookup(head, settings: HybridSettings, corpus=None):
     the head as it is when settings.prompt_lookup is 0."""
     if not settings.prompt_lookup:
         return head
-    corpus = getattr(head, "corpus", None) if corpus is None else corpus
+    corpus = trait(head, "corpus") if corpus is None else corpus
     return HybridHead(head, settings.prompt_lookup, settings.lookup_ngram, settings.lookup_copy, corpus,
                       settings.corpus_draft, settings.hybrid_nodes)
 

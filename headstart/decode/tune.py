@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from headstart.config import DecodeConfig, parse_override
-from headstart.decode.contract import DraftState, TreeSpec
+from headstart.decode.contract import DraftState, TreeSpec, trait
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.tree import StaticTreeSpec, best_tree_paths, expected_accept_length, load_tree
@@ -69,8 +69,8 @@ def tree_options(head, decode: DecodeConfig, given: Collection[str] = ()) -> tup
     section. The source is 'command', 'head' or 'recipe', or several joined by '+' when the fields
     come from different places.
     """
-    own = getattr(head, "default_tree", None)  # a DynamicTreeSpec for dynamic heads, a StaticTreeSpec else
-    if getattr(head, "dynamic", False):
+    own = trait(head, "default_tree")  # a DynamicTreeSpec for dynamic heads, a StaticTreeSpec else
+    if trait(head, "dynamic"):
         kwargs, sources = {}, set()
         for name in DYNAMIC_FIELDS:
             source = "command" if name in given else "head" if own is not None else "recipe"
@@ -79,9 +79,9 @@ def tree_options(head, decode: DecodeConfig, given: Collection[str] = ()) -> tup
         return kwargs, "+".join(s for s in TREE_SOURCES if s in sources)
     if "tree_size" in given or ("tree" in given and decode.tree != "auto"):
         if decode.tree == "auto":  # a size on the command: built from the head's accuracy, not its own tree
-            held_out = getattr(head, "held_out", None)
+            held_out = trait(head, "held_out")
             accuracy = held_out.topk if held_out is not None else None
-            num_heads = (getattr(head, "options", None) or {}).get("num_heads")
+            num_heads = trait(head, "options").get("num_heads")
             return {"tree": load_tree("auto", accuracy, decode.tree_size, num_heads)}, "command"
         return {"tree": decode.tree}, "command"
     if own is not None:
@@ -165,7 +165,7 @@ def best_tree_for_cost(
 
 def tune_static(target, head, sizes: Sequence[int], past_len: int) -> tuple[StaticTreeSpec, dict]:
     """Medusa: the tree size whose expected τ (from the head's held-out accuracy) per unit of step cost is highest."""
-    if getattr(head, "held_out", None) is None:
+    if trait(head, "held_out") is None:
         raise TuneError(
             "the head has no measured held-out accuracy (head.held_out), which its tree is built from; "
             "train it with `headstart train` (which measures it) before tuning its tree"
@@ -294,11 +294,11 @@ def tune_tree(
     (default `dynamic_grid`), τ measured by greedy decoding of `prompts` (a prompt file, of which
     the first `num_prompts` are used, or (1, T) token ids) for `max_new_tokens` each.
     """
-    if not getattr(head, "dynamic", False):
+    if not trait(head, "dynamic"):
         if grid is not None:
             raise TuneError("a grid of (depth, top_k, total_tokens) applies to dynamic heads (EAGLE); a Medusa head's tree is chosen over sizes")
         return tune_static(target, head, sizes, past_len)
-    k = getattr(head, "parallel_tokens", None)  # a parallel head's K bounds the depth
+    k = trait(head, "parallel_tokens")  # a parallel head's K bounds the depth
     specs = check_grid(dynamic_grid(k) if grid is None else grid, k)
     file = None
     if isinstance(prompts, (str, Path)):
