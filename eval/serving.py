@@ -117,8 +117,7 @@ def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None, env: d
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1)), **(env or {})}
         with open(log_file, "w") as f:
             try:
-                # -P: the runner's folder (eval/, whose html.py would shadow the stdlib's) stays off sys.path
-                proc = subprocess.run([str(python), "-P", str(RUNNER), str(job_file), str(out_file)], stdout=f, stderr=subprocess.STDOUT,
+                proc = subprocess.run([str(python), str(RUNNER), str(job_file), str(out_file)], stdout=f, stderr=subprocess.STDOUT,
                                       env=env, timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise ServingError(f"vLLM did not finish within {timeout:.0f} s; its log: {log_file}") from None

@@ -2,7 +2,7 @@
 
 Runs in the serving environment (`.venv-vllm`, `make vllm`), never in headstart's own:
 
-    .venv-vllm/bin/python -P eval/vllm_run.py JOB.json OUT.json   (-P: eval/html.py must not shadow the stdlib html)
+    .venv-vllm/bin/python eval/vllm_run.py JOB.json OUT.json
 
 JOB.json:
     {"model": "path/to/target", "dtype": "float32", "max_model_len": 512, "kv_cache_gib": 1,
