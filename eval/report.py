@@ -238,7 +238,7 @@ def plot(report: dict, path: str | Path) -> Path:
 
 def write_outputs(report: dict, traces: list[dict], tokenizer, output: Path) -> dict[str, Path]:
     """<output>.json, .md, .png and .html; returns their paths."""
-    from headstart.eval.html import render_html
+    from headstart.eval.html_view import render_html
 
     output.parent.mkdir(parents=True, exist_ok=True)
     files = {

@@ -245,7 +245,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_serve_check(args) -> int:
-    from headstart.eval.serving import format_serving, serve_check
+    from headstart.serve.check import format_serving, serve_check
 
     recipe = _recipe(args)
     out = args.out or str(Path(recipe.eval.output).with_name("serve-check.json"))

@@ -67,7 +67,7 @@ class TargetConfig:
     revision: str | None = _f(None, "Hub revision of the target (stored in the head's config.json)")
     dtype: str = _f("bfloat16", "dtype the frozen target runs in: bfloat16, float16, float32, or auto (bfloat16 on GPUs and CPUs with native bf16, else float32)")
     attn_implementation: str = _f("sdpa", "HF attention implementation: sdpa or eager")
-    pack_linears: bool = _f(True, "on CPU, reorder the Linear weights once for oneDNN: forwards without gradients (decoding, distillation, features) 1.2-1.3x faster, at the cost of the weights' memory again; false = PyTorch's stock F.linear")
+    pack_linears: bool = _f(True, "on CPU, reorder the Linear weights once for oneDNN: forwards without gradients (decoding, distillation, features) faster (docs/results.md#packed-weights), at the cost of the weights' memory again; false = PyTorch's stock F.linear")
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Writing files and folders so that nothing the user owns is lost (DESIGN.md, principle 10).
+"""Writing files and folders so that nothing the user owns is lost (docs/architecture.md#principles).
 
 - A file is written under a temporary name beside its final one and renamed into place, so a reader
   sees the old file or the new one, never half of one (`write_text`, `write_json`, `write_safetensors`).

@@ -2,8 +2,11 @@
 
 The core (config, target, adapter, files ...) at the bottom; heads on it and on the decoding
 engine's tree and cache types; the decoding loop knows heads only through the `DraftHead` protocol;
-train on heads and the core, never on decode; eval on decode and heads, never on train; the CLI
-and the demo on top. Every import counts, those inside functions too (a lazy import still runs).
+train on heads and the core, never on decode; eval on decode and heads, never on train; serve
+(headstart/serve/, everything of vLLM) on eval, decode, heads and the core, never on train, and
+imported by none of them: train's distillation alone reaches its vLLM backend (`LATERAL`), which
+imports only the core; the CLI and the demo on top. Every import counts, those inside functions
+too (a lazy import still runs).
 """
 
 from __future__ import annotations
@@ -28,8 +31,12 @@ ALLOWED = {
     "heads": {"core", "decode"},
     "train": {"core", "heads"},
     "eval": {"core", "decode", "heads"},
-    "top": {"core", "decode", "heads", "train", "eval"},
+    "serve": {"core", "decode", "heads", "eval"},
+    "top": {"core", "decode", "heads", "train", "eval", "serve"},
 }
+#: the imports allowed against the layers, each made inside a function: train's distillation generating
+#: with vLLM (`distill.backend: vllm`) reaches serve's vLLM backend, a module that imports only the core
+LATERAL = {("headstart.train.distill", "headstart.serve.distill_backend")}
 
 
 def module_files() -> dict[str, Path]:
@@ -47,8 +54,8 @@ def layer(module: str) -> str:
     """The layer of a dotted module name of the package."""
     if module in TOP:
         return "top"
-    for prefix, name in (("headstart.decode", "decode"), ("headstart.heads", "heads"),
-                         ("headstart.train", "train"), ("headstart.eval", "eval")):
+    for prefix, name in (("headstart.decode", "decode"), ("headstart.heads", "heads"), ("headstart.train", "train"),
+                         ("headstart.eval", "eval"), ("headstart.serve", "serve")):
         if module == prefix or module.startswith(prefix + "."):
             return name
     return "core"
@@ -69,14 +76,15 @@ def imported_modules(path: Path, known: set[str], module_level: bool = False) ->
     return {m for m in out if m == "headstart" or m.startswith("headstart.")}
 
 
-def folder_edges() -> dict[tuple[str, str], list[str]]:
-    """(importing layer, imported layer) -> the imports that make that edge, as 'module -> module'."""
+def folder_edges(lateral: bool = True) -> dict[tuple[str, str], list[str]]:
+    """(importing layer, imported layer) -> the imports that make that edge, as 'module -> module'
+    (without the `LATERAL` ones unless `lateral`)."""
     files = module_files()
     edges: dict[tuple[str, str], list[str]] = {}
     for name, path in files.items():
         for imported in imported_modules(path, set(files)):
             a, b = layer(name), layer(imported)
-            if a != b:
+            if a != b and (lateral or (name, imported) not in LATERAL):
                 edges.setdefault((a, b), []).append(f"{name} -> {imported}")
     return edges
 
@@ -159,6 +167,7 @@ def test_the_checker_sees_every_import_form(tmp_path):
     assert cycle({("train", "heads"), ("heads", "core")}) is None
     assert layer("headstart.decode.tree") == "decode" and layer("headstart.adapter") == "core"
     assert layer("headstart.cli") == "top" and layer("headstart.heads") == "heads"
+    assert layer("headstart.serve.check") == "serve" and layer("headstart.serve") == "serve"
 
 
 def test_the_private_name_checker_sees_every_form(tmp_path):
@@ -216,7 +225,7 @@ def test_no_import_circle_between_folders():
 
 
 def test_imports_follow_the_layers():
-    wrong = {pair: imports for pair, imports in folder_edges().items() if pair[1] not in ALLOWED[pair[0]]}
+    wrong = {pair: imports for pair, imports in folder_edges(lateral=False).items() if pair[1] not in ALLOWED[pair[0]]}
     assert not wrong, "imports against the layers' direction (docs/architecture.md): " + "; ".join(
         f"{a} may not import {b} ({', '.join(imports)})" for (a, b), imports in sorted(wrong.items())
     )
@@ -224,7 +233,27 @@ def test_imports_follow_the_layers():
 
 def test_heads_and_decode_never_import_training_code():
     edges = folder_edges()
-    assert not edges.get(("heads", "train")) and not edges.get(("decode", "train"))
+    assert not edges.get(("heads", "train")) and not edges.get(("decode", "train")) and not edges.get(("serve", "train"))
+
+
+def test_serving_is_imported_from_above_only():
+    """Nothing below serve imports it, but for the `LATERAL` imports: each made inside a function, of a
+    module that imports nothing above the core, so training reaches no more of headstart through it."""
+    files = module_files()
+    below = {(a, b): imports for (a, b), imports in folder_edges().items() if b == "serve" and a != "top"}
+    assert set(below) == {("train", "serve")}, below  # the checker sees the lateral import
+    assert {tuple(i.split(" -> ")) for imports in below.values() for i in imports} == LATERAL
+    for importer, imported in LATERAL:
+        assert imported not in imported_modules(files[importer], set(files), module_level=True), f"{importer}: import {imported} lazily"
+        assert {layer(m) for m in imported_modules(files[imported], set(files))} <= {"core"}, imported
+
+
+def test_vllm_environment_imports_only_the_decode_tables():
+    """What vLLM's environment imports of headstart (its own transformers, no headstart dependency installed):
+    the engine runner nothing, the proposer and plugin only decode's lookup and corpus modules (and what they import)."""
+    files = module_files()
+    assert imported_modules(files["headstart.serve.engine"], set(files)) == set()
+    assert imported_modules(files["headstart.serve.proposer"], set(files)) == {"headstart.decode.corpus", "headstart.decode.lookup"}
 
 
 def test_loading_a_medusa2_head_runs_no_training_code(tmp_path):
@@ -246,8 +275,8 @@ def test_loading_a_medusa2_head_runs_no_training_code(tmp_path):
 
 
 #: test folder -> the package folder whose modules its files are named after
-MIRRORS = {"headstart": "headstart", "headstart/decode": "headstart/decode", "heads": "heads", "train": "train",
-           "eval": "eval", "scripts": "scripts"}
+MIRRORS = {"headstart": "headstart", "headstart/decode": "headstart/decode", "headstart/serve": "headstart/serve", "heads": "heads",
+           "train": "train", "eval": "eval", "scripts": "scripts"}
 #: test folders with no module of their own: whole flows (decoding loops, the embedded model, the served engine)
 END_TO_END = {"end_to_end"}
 

@@ -109,7 +109,7 @@ def choose_backend(target: Target, name: str) -> Generate:
     """The generation function of backend `name` (hf, vllm or auto)."""
     if backend_name(name) == "hf":
         return hf_backend(target)
-    from headstart.train.vllm_backend import vllm_backend
+    from headstart.serve.distill_backend import vllm_backend
 
     return vllm_backend(target)
 

@@ -2,7 +2,7 @@
 
 Every checkpoint's config.json records the fields of the recipe that change what training produces
 (`training_fields`, with their fingerprint). A run resumes only from a checkpoint of its own
-recipe, so that a resumed run ends as the uninterrupted one would (DESIGN.md, principle 10). A
+recipe, so that a resumed run ends as the uninterrupted one would (docs/architecture.md#principles). A
 fresh run refuses a folder that holds an earlier run unless `train.overwrite_output_dir` asks to
 start over, and then deletes only what training writes there. A checkpoint cut short by a kill
 (a file missing, or a torn trainer_state.json) is skipped for the previous complete one, and said so.

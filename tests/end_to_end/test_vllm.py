@@ -2,7 +2,7 @@
 headstart says it serves, its greedy float32 output with a head equals its plain output, and its
 acceptance equals headstart's prediction for the same head, prompts and chain of k.
 
-One vLLM subprocess (eval/vllm_run.py) loads the engines one after the other (each start takes
+One vLLM subprocess (headstart.serve.engine) loads the engines one after the other (each start takes
 tens of seconds on 2 cores) and is shared by the tests; `headstart serve-check` runs once more, as a user runs it (a
 subprocess: its own vLLM with plain, the trained head in the speculators layout, n-gram, headstart's
 corpus proposer and the head as headstart's hybrid, loaded at once and taking turns prompt by prompt), and
@@ -26,21 +26,12 @@ from headstart.chat import encode_chat
 from headstart.config import TrainConfig
 from headstart.decode.corpus import CorpusNgram
 from headstart.decode.plain import greedy_generate
-from headstart.decode.vllm_proposer import HYBRID_ENV
-from headstart.eval.prediction import along_text_acceptance, hybrid_along_text_counts
-from headstart.eval.serving import (
-    ServingError,
-    agreement,
-    compare,
-    corpus_env,
-    head_speculative_config,
-    headstart_side,
-    run_vllm,
-    vllm_job,
-    vllm_python,
-)
 from headstart.heads.checkpoint import save_heads
 from headstart.heads.export import export
+from headstart.serve.check import agreement, compare, headstart_side
+from headstart.serve.job import ServingError, corpus_env, head_speculative_config, run_vllm, vllm_job, vllm_python
+from headstart.serve.prediction import along_text_acceptance, hybrid_along_text_counts
+from headstart.serve.proposer import HYBRID_ENV
 from headstart.target import Target
 from tests.helpers import batch_of, fit_head
 
@@ -141,7 +132,7 @@ def served(tmp_path_factory, smol_tokenizer):
     }
     head_folder = save_heads(heads["eagle3"], tmp / "eagle3-head", target)
     # the table training saves beside a head (decode/corpus.py): serve-check then also serves headstart's corpus
-    # proposer (decode/vllm_proposer.py). Counted from the continuations, every 4th token of the second half
+    # proposer (serve/proposer.py). Counted from the continuations, every 4th token of the second half
     # changed, so that its chains are accepted whole on some prompts and in part on the others.
     answers = [c[len(p) :].tolist() for c, p in zip(continuations, prompts)]
     answers[2:] = [[t + 1 if i % 4 == 3 else t for i, t in enumerate(a)] for a in answers[2:]]
@@ -160,12 +151,12 @@ def served(tmp_path_factory, smol_tokenizer):
             continue
         folder = export(heads[head], target, tmp / name, layout)
         engines.append({"name": name, "speculative_config": {"method": method, "model": str(folder), "num_speculative_tokens": k}})
-    # headstart's hybrid (decode/vllm_proposer.py): the trained head, its folder's table and prompt lookup in one
+    # headstart's hybrid (serve/proposer.py): the trained head, its folder's table and prompt lookup in one
     # engine, through headstart's vLLM plugin, which every engine of this run loads (the others pass through)
     engines.append({"name": "hybrid", "speculative_config": {"method": "eagle3", "model": str(tmp / "eagle3"), "num_speculative_tokens": K},
                     "env": {HYBRID_ENV: "1"}})
     job = vllm_job(tmp / "target", prompts, engines, "float32", NEW, eos=None, ignore_eos=True, kv_cache_gib=1)
-    result = run_vllm(job, timeout=1500, log=tmp / "vllm.log", env=corpus_env(head_folder, tmp))
+    result = run_vllm(job, timeout=1500, log=tmp / "vllm.log", env=corpus_env(head_folder))
     return {"target": target, "prompts": prompts, "heads": heads, "exports": exports, "result": result, "cli": cli,
             "reference": [c[len(p):].tolist() for c, p in zip(continuations, prompts)], "log": tmp / "vllm.log", "corpus": corpus}
 
@@ -282,12 +273,12 @@ def test_serve_check_cli(served):
 
 
 def test_corpus_proposer_served_with_the_counts_headstart_predicts(served):
-    """vLLM's custom_class proposer (decode/vllm_proposer.py) loads the head folder's corpus table in vLLM's
+    """vLLM's custom_class proposer (serve/proposer.py) loads the head folder's corpus table in vLLM's
     engine, drafts from it and from prompt lookup, leaves the float32 output identical to vLLM plain, and
     vLLM's counters equal headstart's count along the text it served (`along_text_counts`)."""
     corpus = cli_report(served)["corpus"]
     v, h = corpus["vllm"], corpus["headstart_along_vllm_text"]
-    assert corpus["proposer"] == "headstart.decode.vllm_proposer.CorpusProposer" and corpus["chain"] == K
+    assert corpus["proposer"] == "headstart.serve.proposer.CorpusProposer" and corpus["chain"] == K
     assert v["drafts"] > 0 and 0 < v["accepted"] < v["draft_tokens"] <= K * v["drafts"], v
     assert corpus["agreement_vs_vllm_plain"]["matched"] == len(PROMPTS)
     # The same drafts; accepted equal too, but for the last step of a request, where vLLM may accept drafts
@@ -305,8 +296,8 @@ def test_corpus_proposer_served_with_the_counts_headstart_predicts(served):
 
 
 def test_hybrid_served_identically_drafting_from_prompt_lookup_and_the_table(served):
-    """vLLM loads headstart's plugin (its entry point, from the package metadata on PYTHONPATH, in the engine's
-    own process); the engine created with HEADSTART_HYBRID=1 drafts hybrid chains: float32 output identical to
+    """vLLM loads headstart's plugin (its entry point, from headstart's package metadata in vLLM's environment,
+    in the engine's own process); the engine created with HEADSTART_HYBRID=1 drafts hybrid chains: float32 output identical to
     vLLM plain, k drafts a step, and on the prompts the head never learnt, where the table knows most of the
     answer (every 4th token changed), it accepts more than the same head drafting alone."""
     hybrid, head, plain = record(served, "hybrid"), record(served, "eagle3"), record(served, "plain")
@@ -368,7 +359,7 @@ def test_parallel_drafting_served_identically_with_headstart_acceptance(served_p
 
 
 def test_parallel_prediction_along_vllm_text(served_parallel):
-    """headstart's drafter teacher-forced along the text vLLM served (eval/serving.py `along_text_acceptance`):
+    """headstart's drafter teacher-forced along the text vLLM served (serve/prediction.py `along_text_acceptance`):
     in float32 that text is headstart's own, and the prediction along it equals headstart's loop step for
     step in every figure and vLLM's acceptance within TOLERANCE, per position too."""
     s = served_parallel

@@ -1,8 +1,7 @@
-"""eval/serving.py without an engine: headstart's prediction along a given text (`along_text_steps`, the
+"""serve/prediction.py without an engine: headstart's prediction along a given text (`along_text_steps`, the
 text vLLM served teacher-forced through headstart's drafter) by hand with a head that drafts the root
-again, equal to the decoding loop's own steps along its own float32 text for every draft shape vLLM
-serves (P-EAGLE's k slots, EAGLE-3's chain, Medusa's chain), and reported beside the loop's prediction.
-The engine itself is tests/end_to_end/test_vllm.py's."""
+again, and equal to the decoding loop's own steps along its own float32 text for every draft shape vLLM
+serves (P-EAGLE's k slots, EAGLE-3's chain, Medusa's chain). The engine itself is tests/end_to_end/test_vllm.py's."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ import headstart as hs
 from headstart.config import TrainConfig
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.plain import greedy_generate
-from headstart.eval.prediction import along_text_acceptance, along_text_steps
-from headstart.eval.serving import compare, format_serving, headstart_side
+from headstart.serve.check import headstart_side
+from headstart.serve.prediction import along_text_acceptance, along_text_steps
 from tests.helpers import batch_of, fit_head, tiny_target
 
 K = 3
@@ -74,29 +73,3 @@ def test_along_own_text_equals_loop_in_float32(kind, one_thread):
     assert 0 < loop["accepted"] < loop["draft_tokens"], loop  # accepts some drafts, not all
     along = along_text_acceptance(target, head, prompts, texts, K)
     assert along == loop
-
-
-def test_report_gives_both_predictions(one_thread):
-    """compare() and the Markdown carry vLLM's figure, the loop's prediction on its own text and the
-    prediction along vLLM's text, each named; here 'vLLM' is the loop's own run, recorded as vLLM records it."""
-    target = tiny_target("llama")
-    head = hs.heads.build("medusa", target, num_heads=K)
-    prompts = [[5, 6, 7, 8], [9, 10, 11]]
-    ours = headstart_side(target, head, prompts, K, 8, eos=[])
-    a = ours["acceptance"]
-    engine = {"ok": True, "seconds": 1.0, "tokens": 16, "outputs": ours["plain"]["outputs"],
-              "metrics": {"drafts": a["drafts"], "draft_tokens": a["draft_tokens"], "accepted": a["accepted"],
-                          "accepted_per_pos": a["accepted_per_pos"]}}
-    result = {"engines": [{**engine, "name": "plain"}, {**engine, "name": "head"}]}
-    ours["along_vllm_text"] = along_text_acceptance(target, head, prompts, engine["outputs"], K)
-    report = compare(result, ours, K, ngram_engine=None)
-    acc = report["acceptance"]
-    assert acc["headstart_along_vllm_text"] == acc["headstart"] == acc["vllm"]
-    assert acc["relative_difference_along_vllm_text"]["mean_acceptance_length"] == 0.0
-    report.update(head={"path": "h", "kind": "medusa", "layout": "vllm-medusa", "method": "medusa"},
-                  target={"name": "tiny", "dtype": "float32"}, prompts={"count": 2, "max_new_tokens": 8}, machine={"vllm": "0.32.0"})
-    md = format_serving(report)
-    assert ("| vLLM (served) | headstart predicted, on its own text | headstart predicted, along vLLM's text | relative difference, "
-            "own text | relative difference, vLLM's text |") in md
-    tau = f"{a['mean_acceptance_length']:.3f}"
-    assert f"| mean acceptance length (1 + accepted / drafts; = τ, bonus counted) | {tau} | {tau} | {tau} | +0.0% | +0.0% |" in md

@@ -11,12 +11,12 @@ last token alone; k tokens at most.
 No target forward, no GPU work: an index of the request's tokens and a few dictionary lookups, in Python.
 
     HEADSTART_CORPUS=runs/demo/medusa/final vllm serve TARGET --speculative-config \
-        '{"method": "custom_class", "model": "headstart.decode.vllm_proposer.CorpusProposer",
+        '{"method": "custom_class", "model": "headstart.serve.proposer.CorpusProposer",
           "num_speculative_tokens": 5}'
 
-It needs `headstart` importable in vLLM's environment (`pip install --no-deps headstart` there: it
-imports only numpy, torch, safetensors and headstart's decode package, none of headstart's pinned
-dependencies), and HEADSTART_CORPUS, the folder holding `corpus_ngram.safetensors`.
+It needs `headstart` installed in vLLM's environment (`pip install --no-deps headstart` there, as
+`make vllm` does: it imports only numpy, torch, safetensors and headstart's decode package, none of
+headstart's pinned dependencies), and HEADSTART_CORPUS, the folder holding `corpus_ngram.safetensors`.
 `headstart serve-check` runs it beside the head and vLLM's n-gram proposer.
 
 The hybrid: an EAGLE / EAGLE-3 head and these tables in one vLLM engine. vLLM has no proposer
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from headstart.decode.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
 from headstart.decode.lookup import NgramIndex, common_prefix
@@ -46,24 +45,19 @@ HYBRID_ENV = "HEADSTART_HYBRID"
 #: vLLM's methods the hybrid drafts with (EAGLE heads: one draft forward over the target's features)
 HYBRID_METHODS = ("eagle", "eagle3")
 #: the vLLM plugin (entry point `vllm.general_plugins: headstart` in pyproject.toml)
-PLUGIN = "headstart.decode.vllm_proposer:install"
+PLUGIN = "headstart.serve.proposer:install"
 #: the corpus chain replaces the head's when its first token has at least this probability in the table
-#: (teacher-forced along the embedded SmolLM2's greedy answers to 36 held-out prompts, the demo-budget
-#: EAGLE-3 head, k = 5: τ 2.16 at 0.5, 2.16 at 0.7, 2.12 with the table never first (the head's draft and
-#: the table after it wherever lookup finds nothing); the head alone 1.67, the corpus proposer 2.03)
+#: (chosen teacher-forced against other thresholds and the table never first: docs/results.md#choices-made-teacher-forced)
 CORPUS_FIRST = 0.5
-CLASS_PATH = "headstart.decode.vllm_proposer.CorpusProposer"
-#: the `headstart` package folder that holds this module's decode package: what vLLM's environment imports
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+CLASS_PATH = "headstart.serve.proposer.CorpusProposer"
 
 
 def chain_draft(corpus: CorpusNgram, tokens: list[int], k: int, max_ngram: int = 2) -> list[int]:
     """The chain of at most k drafts after `tokens` (prompt and answer so far, the newest last): the
     continuation of the latest earlier match of its last max_ngram tokens; else the corpus table's
     argmax chain after its last `corpus.order` tokens; else the continuation of a shorter match
-    (down to its last token alone); [] when none has anything. Teacher-forced along the embedded
-    SmolLM2's greedy answers to 36 held-out prompts, k = 5: τ 1.95 in this order, 1.90 with any
-    lookup match first, 1.62 with the corpus first, 1.44 for lookup alone and 1.54 for the corpus alone."""
+    (down to its last token alone); [] when none has anything. The order was chosen teacher-forced
+    against the other orders and each source alone (docs/results.md#choices-made-teacher-forced)."""
     if not tokens or k < 1:
         return []
     index = NgramIndex(max_ngram, tokens[:-1])

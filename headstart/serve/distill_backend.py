@@ -1,4 +1,5 @@
-"""Optional vLLM generation backend for `headstart distill` (`distill.backend: vllm` or `auto`).
+"""Optional vLLM generation backend for `headstart distill` (`distill.backend: vllm` or `auto`), with the rest of
+headstart's vLLM code in `headstart.serve`; training reaches it only through `train/distill.py`'s `choose_backend`.
 
 vLLM is not a dependency of headstart and this module is not exercised by the test suite (vLLM
 needs a CUDA GPU; the CI machines have none). It is kept to one function so the HF path stays the

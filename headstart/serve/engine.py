@@ -1,8 +1,9 @@
 """Run vLLM on token-id prompts with several speculative configs, one engine after the other.
 
-Runs in the serving environment (`.venv-vllm`, `make vllm`), never in headstart's own:
+Runs in the serving environment (`.venv-vllm`, `make vllm`, which installs headstart there without its
+dependencies), never in headstart's own; this module imports nothing but the standard library and vLLM:
 
-    .venv-vllm/bin/python -P eval/vllm_run.py JOB.json OUT.json   (-P: eval/html.py must not shadow the stdlib html)
+    .venv-vllm/bin/python -m headstart.serve.engine JOB.json OUT.json
 
 JOB.json:
     {"model": "path/to/target", "dtype": "float32", "max_model_len": 512, "kv_cache_gib": 1,
@@ -26,7 +27,7 @@ decode is recorded with its error and the next one still runs. Prompts decode on
 With `"interleave": true` in JOB.json all engines are loaded at once, in this process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0: an idle engine then takes no CPU), and each prompt is decoded by
 every engine in turn, the order rotating by one engine per prompt: a machine whose speed drifts over
-the minutes of a run (a shared CPU did, 2x within one run) then slows every engine alike, which one
+the minutes of a run (a shared CPU does: docs/results.md#serving-checks) then slows every engine alike, which one
 engine after the other cannot promise. Records then carry "interleaved": true.
 
 vLLM starts its engine process by spawn, hence the __main__ guard.
@@ -271,14 +272,14 @@ def main(argv: list[str]) -> int:
         with open(argv[1], "w") as f:
             json.dump(result, f, indent=1)
         for r in result["engines"]:
-            print(f"vllm_run: {r['name']}: {'ok' if r['ok'] else r['error']}", file=sys.stderr, flush=True)
+            print(f"headstart.serve.engine: {r['name']}: {'ok' if r['ok'] else r['error']}", file=sys.stderr, flush=True)
         return 0
     for engine in job["engines"]:
         result["engines"].append(run_engine(job, engine))
         with open(argv[1], "w") as f:  # written after every engine: a crash keeps what ran
             json.dump(result, f, indent=1)
         r = result["engines"][-1]
-        print(f"vllm_run: {r['name']}: {'ok' if r['ok'] else r['error']}", file=sys.stderr, flush=True)
+        print(f"headstart.serve.engine: {r['name']}: {'ok' if r['ok'] else r['error']}", file=sys.stderr, flush=True)
     return 0
 
 

