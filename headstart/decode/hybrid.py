@@ -53,6 +53,8 @@ from headstart.decode.lookup import (
     accepted_run,
     chain_proposal,
     check_lookup_settings,
+    trie_of,
+    trie_walk,
 )
 from headstart.decode.tree import HeldOutAccuracy
 
@@ -76,17 +78,10 @@ def merge_into(proposal: Proposal, paths: list[list[int]]) -> tuple[Proposal, li
     tokens, parents = proposal.tokens[0].tolist(), proposal.tree.parent[1:].tolist()
     # merge_branch's trie, kept across the paths (linear in the nodes, where one merge_branch per
     # path rebuilt it each time: quadratic); each Merged holds the tree after all the merges
-    kids: dict[tuple[int, int], int] = {}  # (parent, token) -> the first child with that token
-    for i, (p, t) in enumerate(zip(parents, tokens), start=1):
-        kids.setdefault((p, t), i)
+    kids = trie_of(tokens, parents)
     merges = []
     for path in paths:
-        node, shared = 0, 0
-        for t in path:
-            child = kids.get((node, t))
-            if child is None:
-                break
-            node, shared = child, shared + 1
+        node, shared = trie_walk(kids, path)
         for t in path[shared:]:
             tokens.append(t)
             parents.append(node)
