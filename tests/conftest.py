@@ -47,3 +47,12 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def smol_folder(tmp_path, smol_shaped_target):
+    """The tiny SmolLM2-shaped target saved as an HF folder, for processes that load it by path."""
+    folder = tmp_path / "target"
+    smol_shaped_target.model.save_pretrained(folder)
+    smol_shaped_target.tokenizer.save_pretrained(folder)
+    return folder

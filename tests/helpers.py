@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import torch
@@ -309,3 +313,22 @@ def chi2_ok(counts: torch.Tensor, expected_p: torch.Tensor) -> tuple[bool, float
     dof = int(keep.sum()) - 1
     crit = chi2_critical(max(dof, 1))
     return stat < crit, stat, crit
+
+
+# -------------------- headstart as users run it, in its own process
+
+
+def start_headstart(*argv: str, cwd) -> subprocess.Popen:
+    """Start `headstart ...` as users run it; one thread each, so that every run sums in the same order."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.Popen([sys.executable, "-m", "headstart", *argv], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_until(proc: subprocess.Popen, ready, what: str) -> None:
+    """Wait until `ready()` holds while `proc` still runs (it must not end first; 10 minutes at most)."""
+    deadline = time.monotonic() + 600
+    while not ready():
+        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"no {what} in 10 minutes"
+        time.sleep(0.005)

@@ -30,6 +30,7 @@ from headstart.chat import encode_chat
 from headstart.config import DistillConfig
 from headstart.files import write_json
 from headstart.jsonl import DataError, append_rows, read_jsonl, repair_tail
+from headstart.lock import output_lock
 from headstart.target import Target
 from headstart.train.formats import Conversation, read_conversations
 from headstart.train.resume import differences, target_fields
@@ -278,8 +279,14 @@ def distill(
     """Answer every user turn of `cfg.prompts` with the target; append rows to `cfg.output`.
 
     `generate` replaces the backend chosen by `cfg.backend`; `max_batches` stops after that many
-    new batches (a run cut short on purpose; the next call resumes it).
+    new batches (a run cut short on purpose; the next call resumes it). The run holds the lock on
+    `cfg.output` throughout (headstart/lock.py): a second run into it is refused.
     """
+    with output_lock(cfg.output, "distill.output", "headstart distill"):
+        return _distill(target, cfg, progress, generate, max_batches)
+
+
+def _distill(target: Target, cfg: DistillConfig, progress: bool, generate: Generate | None, max_batches: int | None) -> dict:
     tok = target.tokenizer
     rows, read_stats = load_prompt_rows(cfg)
     rows = rows[cfg.offset :]

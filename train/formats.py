@@ -19,13 +19,13 @@ came from (`file:line`, `file[index]`, `dataset[split][index]`) in error message
 from __future__ import annotations
 
 import glob
-import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from headstart.jsonl import DataError, iter_jsonl
+from headstart.jsonl import DataError, iter_jsonl, open_bytes, unreadable
 
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {
@@ -161,12 +161,16 @@ def _iter_hf(source: str, split: str, builder: str | None = None) -> Iterator[tu
 
 
 def _iter_json(path: Path) -> Iterator[tuple[str, str, dict | DataError]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    try:
+        with open_bytes(path) as f:
+            text = f.read().decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
+        line = e.object.count(b"\n", 0, e.start) + 1 if isinstance(e, UnicodeDecodeError) else None
+        raise unreadable(path, e, line) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     if not isinstance(data, list):
         raise DataError(f"{path}: a .json source must hold a list of rows (use .jsonl for one row per line)")
     for i, row in enumerate(data):

@@ -25,9 +25,11 @@ from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.integrations import is_deepspeed_zero3_enabled
 from transformers.trainer_pt_utils import LengthGroupedSampler
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from headstart.adapter import ADAPTER_WEIGHTS, adapter_parameters, set_adapter_weights
 from headstart.config import Recipe, TrainConfig, recipe_to_dict
+from headstart.files import space_for, staged_folder
 from headstart.heads.checkpoint import CONFIG_NAME, read_config, read_weights, save_heads
 from headstart.heads.results import restore_fields, saved_fields
 from headstart.target import Target, gathered
@@ -286,6 +288,16 @@ class HeadTrainer(Trainer):
             extra = {"run": self.run, "resume_state": self.resume_state()}
             save_heads(heads, output_dir or self.args.output_dir, self.target, extra=extra, state=state_dict if zero3 else None)
 
+    def _save_checkpoint(self, model, trial) -> None:
+        """HF's checkpoint-N, except that a full disk is one DiskFullError naming the folder and the
+        space, and leaves no partial checkpoint-N (which a resume could not use)."""
+        folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        trained = [p for p in self.model.parameters() if p.requires_grad]
+        needed = 3 * sum(p.numel() * p.element_size() for p in trained) + (1 << 16)  # weights and AdamW's two moments
+        with space_for(folder.parent, needed, f"{folder.name} (the head, its optimizer state, the trainer's state)",
+                       cleanup=None if folder.exists() else folder):
+            super()._save_checkpoint(model, trial)
+
     def _keep_best(self, heads, state_dict: dict | None) -> None:
         """Copy the head to output_dir/best when the simulated τ of the latest logging window beats
         every earlier checkpoint's (EAGLE-3's training-time-test proxy; SpecForge's simulated_acc_len)."""
@@ -294,7 +306,8 @@ class HeadTrainer(Trainer):
             return
         best = Path(self.args.output_dir) / "best"
         record = {"step": self.state.global_step, "sim_accept_length": sim, "path": str(best)}
-        save_heads(heads, best, self.target, extra={"best": record}, state=state_dict)
+        with staged_folder(best) as tmp:  # the previous best stays whole until this one is
+            save_heads(heads, tmp, self.target, extra={"best": record}, state=state_dict)
         self.best = record
 
 

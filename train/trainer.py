@@ -12,9 +12,10 @@ inside `zero3_loading` before calling `train`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,14 +27,18 @@ from transformers.integrations import TensorBoardCallback
 from headstart import heads
 from headstart.adapter import add_adapter
 from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
+from headstart.files import TRAIN_SUMMARY, space_for, staged_folder, write_json
 from headstart.heads.checkpoint import load_heads, save_corpus
 from headstart.heads.complement import draft_weights, free_hits
 from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy
 from headstart.heads.vocab import frequent_tokens
+from headstart.jsonl import DataError
+from headstart.lock import output_lock
 from headstart.target import Target, is_partitioned, resolve_dtype
 from headstart.train.budget import Plan, plan_schedule
 from headstart.train.data import Example, ExampleDataset, build_examples, collate, split
 from headstart.train.features import training_dataset
+from headstart.train.formats import expand_sources, read_conversations
 from headstart.train.hf_trainer import (
     HeadTrainer,
     Progress,
@@ -80,8 +85,21 @@ class Outcome:
 def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> dict:
     """Train the recipe's head on `target`; returns a summary. The final head is in output_dir/final.
 
-    head: train this head instead of a new one (or head.init_from's).
+    head: train this head instead of a new one (or head.init_from's). The run holds the lock on
+    train.output_dir throughout (headstart/lock.py): a second run into it is refused.
     """
+    with run_lock(recipe):
+        return _train(recipe, target, head)
+
+
+def run_lock(recipe: Recipe):
+    """The lock on train.output_dir; one process takes it (the first of a DeepSpeed launch's ranks)."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return nullcontext()
+    return output_lock(recipe.train.output_dir, "train.output_dir", "headstart train")
+
+
+def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> dict:
     start = _start_run(recipe, target)
     torch.manual_seed(recipe.train.seed)
     data = _read_data(recipe, target)
@@ -107,9 +125,24 @@ def _start_run(recipe: Recipe, target: Target) -> RunStart:
     """Check the recipe against the target and settle what an earlier run in output_dir left, before
     any data is read or anything is written: its checkpoint to resume from, or a refusal of what
     would lose it."""
-    _check_joint(recipe, target)
+    _check_joint(recipe)
     resume = checkpoint_to_resume(recipe, target)
     return RunStart(resume=resume, record=run_record(recipe, target))  # the target before joint mode adds adapters
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """What `headstart train` checks before the target loads (minutes, for a large one): the head
+    kind, Medusa-2's preconditions, and the data: data.train_files named, and the rows of its local
+    files readable as conversations (a Hub dataset is read once the target is there)."""
+    if recipe.head.kind not in heads.REGISTRY:
+        raise RecipeError(f"head.kind: unknown kind {recipe.head.kind!r}; known: {', '.join(sorted(heads.REGISTRY))}")
+    _check_joint(recipe)
+    data = recipe.data
+    if not data.train_files:
+        raise DataError("data.train_files is empty: name at least one file or dataset of conversations")
+    local = [s for s in expand_sources(data.train_files)
+             if Path(s).is_file() or Path(s).name.removesuffix(".gz").endswith((".jsonl", ".json"))]
+    read_conversations(local, split=data.split, columns=data.columns, on_error=data.on_error)
 
 
 def _read_data(recipe: Recipe, target: Target) -> TrainingData:
@@ -260,10 +293,13 @@ def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict, 
     and train_summary.json beside it; returns the final head's folder."""
     out = Path(recipe.train.output_dir)
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
-        head.save_pretrained(out / "final", trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
-        if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
-            save_corpus(out / "final", train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens)
-        (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        needed = sum(v.numel() * v.element_size() for v in head.state_dict().values()) + (1 << 16)
+        with space_for(out, needed, "the final head"), staged_folder(out / "final") as tmp:
+            head.save_pretrained(tmp, trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
+            if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
+                save_corpus(tmp, train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens)
+        with space_for(out, 1 << 16, TRAIN_SUMMARY):
+            write_json(out / TRAIN_SUMMARY, summary)
     return out / "final"
 
 
@@ -342,7 +378,7 @@ def partition_report(target: Target) -> str:
     return f"ZeRO-3: process {rank} holds {local:,} of the target's {total:,} parameters ({100 * local / total:.1f}%)"
 
 
-def _check_joint(recipe: Recipe, target: Target) -> None:
+def _check_joint(recipe: Recipe) -> None:
     """Medusa-2's preconditions, before any data is read or anything is written."""
     cfg = recipe.train
     if not cfg.joint:

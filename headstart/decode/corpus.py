@@ -181,9 +181,10 @@ class CorpusNgram:
         return path
 
     @classmethod
-    def load(cls, folder: str | Path) -> CorpusNgram | None:
+    def load(cls, folder: str | Path, vocab_size: int | None = None) -> CorpusNgram | None:
         """The table saved in `folder`, or None when it has none. A table saved by the first format
-        (the argmax alone, no totals) reads as width 1, drafting its argmax chain."""
+        (the argmax alone, no totals) reads as width 1, drafting its argmax chain. Its shapes and
+        ranges are checked (`table_problem`; token ids below `vocab_size` when given)."""
         path = Path(folder) / FILE_NAME
         if not path.is_file():
             return None
@@ -195,14 +196,32 @@ class CorpusNgram:
                       for n in range(1, order + 1)]
         except Exception as e:  # noqa: BLE001 - a damaged file is one clear error
             raise CorpusNgramError(f"{path}: not a corpus n-gram table ({type(e).__name__}: {e}); delete it or rebuild it") from None
-        for n, (ctx, totals, starts, nxt, cnt) in enumerate(tables, start=1):
-            if ctx.ndim != 2 or ctx.shape[1] != n or not len(totals) + 1 == len(starts) or len(nxt) != len(cnt) \
-                    or ctx.shape[0] != len(totals) or starts[-1] != len(nxt):
-                raise CorpusNgramError(f"{path}: order-{n} table has inconsistent shapes; delete it or rebuild it")
+        for n, table in enumerate(tables, start=1):
+            problem = table_problem(n, table, vocab_size)
+            if problem:
+                raise CorpusNgramError(f"{path}: the order-{n} table {problem}; delete it or rebuild it (train.corpus_ngram)")
         return cls(order, tables, 1 if first_format else max(int(np.diff(t[2]).max(initial=1)) for t in tables))
 
 
 _ARRAYS = ("contexts", "totals", "starts", "next", "counts")
+
+
+def table_problem(n: int, table: tuple[np.ndarray, ...], vocab_size: int | None = None) -> str | None:
+    """What makes an order-n table unusable (shapes that disagree, counts out of range, token ids
+    outside the vocabulary), or None: drafting indexes and repeats by these values unchecked."""
+    ctx, totals, starts, nxt, cnt = table
+    if ctx.ndim != 2 or ctx.shape[1] != n or not len(totals) + 1 == len(starts) or len(nxt) != len(cnt) \
+            or ctx.shape[0] != len(totals) or starts[-1] != len(nxt):
+        return "has inconsistent shapes"
+    if starts[0] != 0 or (np.diff(starts) < 0).any():
+        return "has successor offsets that are not ascending from 0"
+    if (totals < 0).any() or (cnt < 0).any():
+        return "has negative counts"
+    high = vocab_size if vocab_size is not None else np.iinfo(np.int32).max
+    for name, ids in (("context", ctx), ("next", nxt)):
+        if ids.size and (ids.min() < 0 or ids.max() >= high):
+            return f"has {name} token ids outside [0, {high})"
+    return None
 
 
 def leaves(paths: list[list[int]]) -> list[list[int]]:

@@ -52,7 +52,8 @@ from headstart.decode.lookup import (
     accepted_run,
     chain_proposal,
     check_lookup_settings,
-    merge_branch,
+    trie_of,
+    trie_walk,
 )
 from headstart.decode.tree import HeldOutAccuracy
 
@@ -74,10 +75,17 @@ def merge_into(proposal: Proposal, paths: list[list[int]]) -> tuple[Proposal, li
     q = 1 on its token: a lookup or corpus draft is deterministic, which rejection sampling
     verifies exactly, beside sampled siblings too."""
     tokens, parents = proposal.tokens[0].tolist(), proposal.tree.parent[1:].tolist()
+    # merge_branch's trie, kept across the paths (linear in the nodes, where one merge_branch per
+    # path rebuilt it each time: quadratic); each Merged holds the tree after all the merges
+    kids = trie_of(tokens, parents)
     merges = []
     for path in paths:
-        merges.append(merge_branch(tokens, parents, path))
-        tokens, parents = merges[-1].tokens, merges[-1].parents
+        node, shared = trie_walk(kids, path)
+        for t in path[shared:]:
+            tokens.append(t)
+            parents.append(node)
+            node = kids[(parents[-1], t)] = len(tokens)
+        merges.append(Merged(tokens, parents, len(path) - shared, shared))
     added = sum(m.added for m in merges)
     if not added:
         return proposal, merges

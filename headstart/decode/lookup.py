@@ -114,6 +114,26 @@ class Merged:
     shared: int  # leading branch tokens that were already head nodes
 
 
+def trie_of(tokens: list[int], parents: list[int]) -> dict[tuple[int, int], int]:
+    """A tree's nodes 1..N as a trie: (parent, token) -> the first child with that token."""
+    kids: dict[tuple[int, int], int] = {}
+    for i, (p, t) in enumerate(zip(parents, tokens), start=1):
+        kids.setdefault((p, t), i)
+    return kids
+
+
+def trie_walk(kids: dict[tuple[int, int], int], branch: list[int]) -> tuple[int, int]:
+    """How far `branch` follows the trie's nodes from the root: (the last node reached, 0 = root;
+    how many of its tokens were matched)."""
+    node, shared = 0, 0
+    for t in branch:
+        child = kids.get((node, t))
+        if child is None:
+            break
+        node, shared = child, shared + 1
+    return node, shared
+
+
 def merge_branch(tokens: list[int], parents: list[int], branch: list[int]) -> Merged:
     """Merge `branch` (a token path from the root) into a tree as a trie.
 
@@ -122,15 +142,7 @@ def merge_branch(tokens: list[int], parents: list[int], branch: list[int]) -> Me
     siblings), then hangs the rest of itself below the last one as new nodes appended after
     the head's, so the order stays topological and the head's node indices do not move.
     """
-    kids: dict[tuple[int, int], int] = {}  # (parent, token) -> the first child with that token
-    for i, (p, t) in enumerate(zip(parents, tokens), start=1):
-        kids.setdefault((p, t), i)
-    node, shared = 0, 0
-    for t in branch:
-        child = kids.get((node, t))
-        if child is None:
-            break
-        node, shared = child, shared + 1
+    node, shared = trie_walk(trie_of(tokens, parents), branch)
     rest = branch[shared:]
     new_parents = [node, *range(len(tokens) + 1, len(tokens) + len(rest))]
     return Merged(tokens + rest, parents + new_parents[: len(rest)], len(rest), shared)

@@ -34,6 +34,9 @@ def vllm_python() -> Path:
     project = Path(__file__).resolve().parents[2]
     candidates = [Path(given)] if given else [Path.cwd() / ".venv-vllm/bin/python", project / ".venv-vllm/bin/python"]
     for path in candidates:
+        if path.is_file() and not os.access(path, os.X_OK):  # else exec fails later, with vLLM's log opened
+            raise ServingError(f"{path} is not executable{' (HEADSTART_VLLM_PYTHON)' if given else ''}: name the python "
+                               f"of an environment where vLLM is installed, e.g. .venv-vllm/bin/python, or chmod +x it")
         if path.is_file():
             return path
     raise ServingError(

@@ -129,7 +129,7 @@ def test_flipped_adapter_bytes_are_refused(tmp_path):
     """Medusa-2: the adapter weights file saved beside the head is checked too."""
     adapted_head(tmp_path / "h")
     config = json.loads((tmp_path / "h" / "config.json").read_text())
-    assert sorted(config["sha256"]) == ["adapter_model.safetensors", "model.safetensors"]
+    assert sorted(config["sha256"]) == ["adapter_config.json", "adapter_model.safetensors", "model.safetensors"]
     assert hs.load_heads(tmp_path / "h", target=tiny_target("llama")).num_heads == 2
     flip_tensor_bytes(tmp_path / "h" / "adapter_model.safetensors", n=200)
     fresh = tiny_target("llama")

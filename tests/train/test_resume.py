@@ -10,8 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
 import yaml
@@ -23,23 +21,8 @@ from headstart.target import Target
 from headstart.train.distill import distill
 from headstart.train.resume import ResumeError
 from headstart.train.trainer import train
-from tests.helpers import assert_close, recipe, write_conversations, write_prompts
-
-
-@pytest.fixture
-def smol_folder(tmp_path, smol_shaped_target):  # noqa: F811
-    """The tiny SmolLM2-shaped target saved as an HF folder, for processes that load it by path."""
-    folder = tmp_path / "target"
-    smol_shaped_target.model.save_pretrained(folder)
-    smol_shaped_target.tokenizer.save_pretrained(folder)
-    return folder
-
-
-def headstart(*argv: str, cwd) -> subprocess.Popen:
-    """Start `headstart ...` as users run it; one thread each, so that every run sums in the same order."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.Popen([sys.executable, "-m", "headstart", *argv], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+from tests.helpers import assert_close, recipe, wait_until, write_conversations, write_prompts
+from tests.helpers import start_headstart as headstart
 
 
 def finish(proc: subprocess.Popen) -> str:
@@ -51,11 +34,7 @@ def finish(proc: subprocess.Popen) -> str:
 
 def kill_when(proc: subprocess.Popen, ready, what: str) -> None:
     """SIGKILL `proc` as soon as `ready()` holds; it must still be running then."""
-    deadline = time.monotonic() + 600
-    while not ready():
-        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[1][-3000:]}"
-        assert time.monotonic() < deadline, f"no {what} in 10 minutes"
-        time.sleep(0.005)
+    wait_until(proc, ready, what)
     assert proc.poll() is None, f"the run ended before it could be killed after {what}"
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
