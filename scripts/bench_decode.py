@@ -20,6 +20,7 @@ import time
 import torch
 
 from headstart.chat import encode_chat
+from headstart.decode.contract import trait
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import plain_generate
 from headstart.eval.prompts import load_eval_prompts
@@ -83,7 +84,7 @@ def main() -> None:
             toks, secs = toks + out.new_tokens, secs + out.seconds
         return toks / secs
 
-    if getattr(heads, "dynamic", False):
+    if trait(heads, "dynamic"):
         configs = [(f"dynamic {t}", {"total_tokens": t, "depth": args.depth, "top_k": args.top_k}) for t in args.total_tokens]
     else:
         configs = [(tree, {"tree": tree}) for tree in args.trees]

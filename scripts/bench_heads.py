@@ -25,6 +25,7 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import Recipe, load_recipe, parse_script_args
+from headstart.decode.contract import trait
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
@@ -86,7 +87,7 @@ def main() -> None:
     settings = json.loads(args.settings) if args.settings else {}
     gens = {}
     for kind, (head, recipe) in heads.items():
-        if getattr(head, "dynamic", False):
+        if trait(head, "dynamic"):
             for s in settings.get(kind, dynamic_settings(recipe)):
                 gens[f"{kind} d{s['depth']} k{s['top_k']} n{s['total_tokens']}"] = SpeculativeGenerator(target, head, **s)
         else:

@@ -30,7 +30,7 @@ from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.files import TRAIN_SUMMARY, space_for, staged_folder, write_json
 from headstart.heads.checkpoint import load_heads, save_corpus
 from headstart.heads.complement import draft_weights, free_hits
-from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy
+from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy, trait
 from headstart.heads.vocab import frequent_tokens
 from headstart.jsonl import DataError
 from headstart.lock import output_lock
@@ -258,7 +258,7 @@ def _run(trainer: HeadTrainer, resume: Path | None) -> Outcome:
 def _measure(head: nn.Module, target: Target, examples: list[Example], cfg: TrainConfig) -> dict:
     """Held-out accuracy: per-step top-1 and the τ proxy of the unrolled draft for a dynamic (EAGLE)
     head; per-depth top-k for a static one, kept as its `held_out` (static trees are built from it)."""
-    if getattr(head, "dynamic", False):
+    if trait(head, "dynamic"):
         return measure_steps(target, head, examples, cfg, batch_size=cfg.batch_size)
     accuracy = measure_accuracy(target, head, examples, batch_size=cfg.batch_size)
     head.held_out = HeldOutAccuracy(accuracy["topk_accuracy"])

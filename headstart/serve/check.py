@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from headstart.decode.contract import trait
 from headstart.decode.lookup import common_prefix
 from headstart.decode.sampling import Sampling
 from headstart.eval.acceptance import round_floats
@@ -197,7 +198,7 @@ def check_engines(head, method: str, folder, k: int, ngram: bool = True, corpus:
     engines = [plain_engine(), {"name": "head", "speculative_config": head_speculative_config(head, method, folder, k)}]
     if ngram:
         engines.append({"name": "ngram", "speculative_config": ngram_speculative_config(k)})
-    if corpus and getattr(head, "corpus", None) is not None:
+    if corpus and trait(head, "corpus") is not None:
         engines.append({"name": "corpus", "speculative_config": corpus_speculative_config(k)})
         if method in HYBRID_METHODS and not head.options.get("parallel_drafting"):
             engines.append(hybrid_engine(head, method, folder, k, name="hybrid"))

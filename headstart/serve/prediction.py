@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from headstart.decode.contract import trait
 from headstart.eval.acceptance import acceptance_stats
 from headstart.serve.proposer import count_chains, hybrid_chain
 from headstart.target import TargetOutput
@@ -20,7 +21,7 @@ def chain_generator(target, head, k: int):
     """headstart's decoder drafting a chain of k tokens per step with `head` (vLLM's draft shape)."""
     from headstart.decode.generate import SpeculativeGenerator
 
-    if getattr(head, "dynamic", False):
+    if trait(head, "dynamic"):
         return SpeculativeGenerator(target, head, depth=k, top_k=1, total_tokens=k)
     return SpeculativeGenerator(target, head, tree=[(0,) * d for d in range(1, k + 1)])
 
