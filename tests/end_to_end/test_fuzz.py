@@ -7,7 +7,7 @@ format, keys missing, wrong types, odd Unicode, empty turns) and prompt files go
 a folder that does not exist, so a run that passes every check ends at loading it (exit 2 too)
 and no model loads per example. Rows that pass the checks are also tokenised with SmolLM2's real
 chat template (`build_examples`). `make test` runs a fixed, derandomized handful of examples; the
-long run is `pytest -m fuzz tests/test_fuzz.py`.
+long run is `pytest -m fuzz tests/end_to_end/test_fuzz.py`.
 """
 
 import dataclasses
