@@ -74,7 +74,10 @@ demo: setup
 demo-quick: setup
 	@$(VENV)/bin/headstart demo --quick
 
+# A killed run can leave torch's build lock for DeepSpeed's CPU op (a compile takes under a minute),
+# and every later DeepSpeed start then waits on it forever: locks older than 10 minutes are removed.
 test: setup chromium
+	@find $${TORCH_EXTENSIONS_DIR:-$$HOME/.cache/torch_extensions} -name lock -mmin +10 -print -delete 2>/dev/null | sed 's/^/removed a stale build lock: /' || true
 	@$(VENV)/bin/ruff check --quiet . && echo "ruff: clean"
 	@$(PY) -m pytest -q tests --ignore=tests/end_to_end/test_vllm.py
 
