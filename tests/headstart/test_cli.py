@@ -16,7 +16,7 @@ import transformers as tr
 import yaml
 
 import headstart as hs
-from headstart.cli import build_parser, main
+from headstart.cli import build_parser, main, one_line
 from headstart.config import RecipeError
 from headstart.errors import HeadstartError
 from headstart.heads.checkpoint import CheckpointError
@@ -226,3 +226,11 @@ def test_real_processes_exit_2_without_traceback_and_1_with_debug(work):
     code, err = done["debug"]
     assert code == 1 and "Traceback" in err and "RecipeError" in err and "distill.temperature" in err
     assert _snapshot(work["root"]) == before
+
+
+def test_an_error_quoting_a_line_break_of_the_users_input_stays_one_line(capsys):
+    # A form feed in an override (found by the long fuzz run) once split the error over two lines.
+    assert main(["train", "recipes/smollm2-135m/medusa.yaml", "data.columns=0\x0c"]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("headstart train: error: ") and "\\x0c" in lines[0]
+    assert one_line("a\nb\u2028c é") == "a\\nb\\u2028c é"
