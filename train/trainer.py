@@ -137,6 +137,9 @@ def check_recipe(recipe: Recipe) -> None:
     if recipe.head.kind not in heads.REGISTRY:
         raise RecipeError(f"head.kind: unknown kind {recipe.head.kind!r}; known: {', '.join(sorted(heads.REGISTRY))}")
     _check_joint(recipe)
+    if recipe.train.free_hit_weight < 1.0 and recipe.head.kind != "medusa":
+        raise RecipeError(f"train.free_hit_weight: complementary training weighs Medusa heads' loss only; this recipe trains "
+                          f"{recipe.head.kind}: leave it at 1")
     data = recipe.data
     if not data.train_files:
         raise DataError("data.train_files is empty: name at least one file or dataset of conversations")
