@@ -104,35 +104,26 @@ def hard_draft_loss(logits: torch.Tensor, labels: torch.Tensor, objective: Objec
     ce = F.cross_entropy(logits, labels, ignore_index=-1)
     with torch.no_grad():
         accept = _label_q(logits, labels)[inside].sum() / labels.numel()
-    if weights is not None:
-        return DraftLoss(_weighted(logits, labels, inside, weights, objective), ce.detach(), accept)
+    if weights is None:  # the mean over positions; the CE exactly as Medusa always trained
+        mean, trained_ce = torch.mean, ce
+    else:
+        w = weights[inside].to(logits.dtype)
+        total = w.sum().clamp(min=1e-6)
+
+        def mean(x: torch.Tensor) -> torch.Tensor:
+            return (w * x).sum() / total
+
+        trained_ce = mean(F.cross_entropy(logits[inside], labels[inside], reduction="none"))
     if objective.name in ("ce", "lk"):  # −log q(y) is the cross-entropy: any mix of the two is too
-        return DraftLoss(ce, ce.detach(), accept)
+        return DraftLoss(trained_ce, ce.detach(), accept)
     q_y = _label_q(logits, labels)[inside]  # (M_inside,) α of each position
-    tv = (1 - q_y).mean()
+    tv = mean(1 - q_y)
     if objective.name == "tv":
         loss = tv
     else:  # lk_lambda: KL(one-hot ‖ q) is the cross-entropy
-        lam = math.exp(-LK_ETA * q_y.mean().item())
-        loss = lam * ce + (1 - lam) * tv
-    return DraftLoss(_mix(loss, ce, objective), ce.detach(), accept)
-
-
-def _weighted(logits: torch.Tensor, labels: torch.Tensor, inside: torch.Tensor, weights: torch.Tensor,
-              objective: Objective) -> torch.Tensor:
-    """hard_draft_loss's loss as a `weights`-weighted mean over the positions inside the draft vocabulary."""
-    w = weights[inside].to(logits.dtype)
-    ce = F.cross_entropy(logits[inside], labels[inside], reduction="none")  # (M_inside,)
-    total = w.sum().clamp(min=1e-6)
-    if objective.name in ("ce", "lk"):
-        return (w * ce).sum() / total
-    tv = (w * (1 - _label_q(logits[inside], labels[inside]))).sum() / total
-    if objective.name == "tv":
-        loss = tv
-    else:  # lk_lambda
-        lam = math.exp(-LK_ETA * (1 - tv.item()))
-        loss = lam * (w * ce).sum() / total + (1 - lam) * tv
-    return _mix(loss, (w * ce).sum() / total, objective)
+        lam = math.exp(-LK_ETA * mean(q_y).item())
+        loss = lam * trained_ce + (1 - lam) * tv
+    return DraftLoss(_mix(loss, trained_ce, objective), ce.detach(), accept)
 
 
 def simulated_accept_length(top1: list[float]) -> float:
