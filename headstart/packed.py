@@ -66,6 +66,11 @@ def pack_linears(model: nn.Module) -> int:
     return len(linears)
 
 
+def is_packed(model: nn.Module) -> bool:
+    """Whether `pack_linears` packed any Linear of `model`."""
+    return any(type(m) is PackedLinear for m in model.modules())
+
+
 def unpack_linears(model: nn.Module) -> int:
     """Undo `pack_linears`: the modules become plain nn.Linear again and the packed copies are freed."""
     packed = [m for m in model.modules() if type(m) is PackedLinear]

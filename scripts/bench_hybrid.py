@@ -13,7 +13,8 @@ turn, the head's nodes and the corpus's sharing a budget (`--shared-nodes`, `dec
 plus the sources without the head (`--free-nodes`: corpus trees of these sizes) and
 prompt lookup alone; every variant over the same prompts, `--rounds` times in turn, so that drift on
 a shared machine falls on all. `--more-heads` adds other heads (each alone and in the shared hybrids),
-`--only-margin` keeps only what the head's margin is made of. Prints τ (bonus token counted),
+`--only-margin` keeps only what the head's margin is made of; `--sure` adds the shared hybrids with the
+head sitting out the steps the corpus table is sure of. Prints τ (bonus token counted),
 tokens/s and the ratio to plain decoding, overall and per category, then the head's margin: the
 fastest variant with a head against the fastest without one, each at its best size. Embedded
 target in bf16, weights packed, unless told otherwise.
@@ -55,6 +56,8 @@ def main() -> None:
     p.add_argument("--only-corpus", action="store_true", help="only plain, the argmax chain, the corpus tree beside the head's, no head, and the variants asked for")
     p.add_argument("--free-nodes", type=int, nargs="*", default=[8],
                    help="the sources without a head, with corpus trees of these many nodes (decode.corpus_draft)")
+    p.add_argument("--sure", type=float, nargs="*", default=[],
+                   help="also each shared hybrid with the head sitting out the steps where the corpus's next token is at least this probable")
     p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
     p.add_argument("--only-margin", action="store_true",
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
@@ -111,6 +114,9 @@ def main() -> None:
             variants[f"{folder}: head alone"] = speculative(h)
             variants.update({f"{folder}: head and corpus share {k} nodes": speculative(
                 HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k)) for k in args.shared_nodes})
+            variants.update({f"{folder}: head and corpus share {k} nodes, the head out where the corpus is {sure:.2f} sure": speculative(
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure))
+                for k in args.shared_nodes for sure in args.sure})
     variants.update(free)
     head_free = {"plain", "prompt lookup alone (chain <= 10)", *free}
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted

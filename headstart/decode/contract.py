@@ -121,6 +121,7 @@ OPTIONAL_TRAITS: dict[str, object] = {
     "parallel_tokens": None,  # a parallel-drafting head's K: no tree deeper than K
     "corpus": None,  # the n-gram table of its training answers, for hybrid trees
     "lookup_settings": None,  # a hybrid's or lookup head's settings, reported beside τ (a method)
+    "draft_modules": (),  # the torch modules a wrapper drafts through (a hybrid's head); a Module head is its own
 }
 
 

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 from headstart.decode.cache import RaggedCache
 from headstart.decode.contract import DraftHead, DraftState, trait
@@ -44,6 +45,7 @@ from headstart.decode.io import Clock, GenerateOutput, Stopper, Streams, begin, 
 from headstart.decode.sampling import GenerationError, Sampling, choose
 from headstart.decode.tree import Tree, load_tree
 from headstart.decode.verify import TreeTensors, greedy_accept_rows, sample_accept, stack_trees, typical_accept
+from headstart.packed import is_packed, pack_linears
 
 ACCEPTANCE_MODES = ("exact", "typical")
 
@@ -76,6 +78,20 @@ class _Row:
     start: int = 0  # position of committed[:, 0]
 
 
+def draft_modules(head) -> tuple[nn.Module, ...]:
+    """The torch modules `head` drafts with: the head itself, or those of the head a wrapper drafts through."""
+    return (head,) if isinstance(head, nn.Module) else tuple(trait(head, "draft_modules"))
+
+
+def pack_like_target(head, target) -> None:
+    """Where the target's Linear weights are packed for oneDNN (CPU decoding), pack the head's too: a
+    draft layer's small matrix products run in the stock layout took about twice as long
+    (docs/results.md#packed-draft-heads); the head's weights and state dict stay as they are."""
+    if is_packed(target.model):
+        for module in draft_modules(head):
+            pack_linears(module)
+
+
 class SpeculativeGenerator:
     """Tree speculative decoding of `target` with `head` (any DraftHead).
 
@@ -98,6 +114,7 @@ class SpeculativeGenerator:
         if not isinstance(head, DraftHead):
             raise TypeError(f"{type(head).__name__} does not implement the DraftHead protocol (kind, propose)")
         self.target, self.head = target, head
+        pack_like_target(head, target)
         own_tree = trait(head, "default_tree")  # a TreeSpec of the head's kind, or None
         self.dynamic = bool(trait(head, "dynamic"))
         self.feature_layers = tuple(trait(head, "feature_layers"))

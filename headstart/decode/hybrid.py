@@ -31,6 +31,11 @@ accepts it whole, up to `copy_tokens` (`decode.lookup_copy`, default 40): a pass
 the prompt is verified 20 and 40 tokens at a time instead of 10 (docs/results.md#choices-made-teacher-forced); a miss
 costs one longer verification before the branch is back at L - 1.
 
+With `sure` = p > 0 the head also sits out the steps where the corpus table's next token after the
+root is at least p probable: the step drafts what the sources without a head draft, and the
+positions committed meanwhile reach the head's drafter joined with its next call's, so a head with
+a cache of its own (EAGLE's) drafts afterwards as if it had seen every step.
+
 `HybridHead(None, ...)` drafts from the two sources alone (kind "corpus+lookup"): no training
 beyond the table, a peer every trained head is measured against.
 """
@@ -45,6 +50,7 @@ import torch
 from headstart.decode.contract import DraftState, Proposal, TreeSpec, trait
 from headstart.decode.corpus import leaves
 from headstart.decode.dynamic import DynamicTreeSpec, tree_from_parents
+from headstart.decode.generate import draft_modules
 from headstart.decode.lookup import (
     Branch,
     LookupStats,
@@ -167,7 +173,7 @@ class HybridDrafter:
         self.inner = None if inner is None else inner.drafter() if hasattr(inner, "drafter") else copy.copy(inner)
         self.branch = Branch(head.max_tokens, head.max_ngram, head.stats, adapt=True, copy_tokens=head.copy_tokens)
         self.corpus = _CorpusTree(head.corpus, head.corpus_nodes, head.stats) if head.uses_corpus else None
-        self.shared_nodes = head.shared_nodes
+        self.shared_nodes, self.sure = head.shared_nodes, head.sure
         self.pending: DraftState | None = None  # what was committed while the head sat out
 
     def propose(self, state: DraftState, tree_or_spec) -> Proposal:
@@ -180,7 +186,7 @@ class HybridDrafter:
             stats.added += len(branch)
             stats.alone += 1
             return chain_proposal(branch, state.root.device)
-        if self.inner is None:
+        if self.inner is None or self._sits_out(state):
             proposal = chain_proposal([], state.root.device)
         else:
             proposal = self.inner.propose(_joined(self.pending, state), tree_or_spec)
@@ -196,6 +202,19 @@ class HybridDrafter:
             stats.added += merges[0].added
         stats.corpus_added += sum(m.added for m in merges[bool(branch) :])
         return proposal
+
+    def _sits_out(self, state: DraftState) -> bool:
+        """Whether the head sits this step out because the corpus table is sure of the token after
+        the root (its probability at least `sure`); what is committed meanwhile reaches the head's
+        drafter at its next call (`pending`), so its cache misses nothing."""
+        if not (self.sure and self.corpus):
+            return False
+        _, probs = self.corpus.corpus.successors([*self.branch.index.tokens[-self.corpus.corpus.order :], int(state.root[0])])
+        if not probs or probs[0] < self.sure:
+            return False
+        self.pending = _joined(self.pending, state)
+        self.branch.stats.sure += 1
+        return True
 
     def _shared(self, proposal: Proposal, root: int) -> Proposal:
         """The head's scored nodes and the corpus's competing for `shared_nodes` (`shared_tree`),
@@ -223,19 +242,25 @@ class HybridHead:
     needs_features = True
 
     def __init__(self, head, max_tokens: int = 10, max_ngram: int = 2, copy_tokens: int = 0, corpus=None,
-                 corpus_nodes: int = 8, shared_nodes: int = 0):
+                 corpus_nodes: int = 8, shared_nodes: int = 0, sure: float = 0.0):
         check_lookup_settings(max_tokens, max_ngram)
         self.head, self.max_tokens, self.max_ngram = head, max_tokens, max_ngram
         self.copy_tokens = max(copy_tokens, max_tokens)
         self.corpus, self.corpus_nodes = corpus, corpus_nodes
         # Only a head that scores its nodes shares, and only with a corpus tree.
         self.shared_nodes = shared_nodes if trait(head, "scores_drafts") and self.uses_corpus else 0
+        self.sure = sure if head is not None and self.uses_corpus else 0.0  # 0: the head drafts at every step
         self.kind = "corpus+lookup" if head is None else f"{head.kind}+lookup"
         self.dynamic = True if head is None else bool(trait(head, "dynamic"))
         self.feature_layers = tuple(trait(head, "feature_layers"))
         self.options = trait(head, "options")
         self.stats = LookupStats()
         self._own: HybridDrafter | None = None
+
+    @property
+    def draft_modules(self) -> tuple:
+        """The torch modules of the head it drafts through (none without a head)."""
+        return () if self.head is None else draft_modules(self.head)
 
     @property
     def uses_corpus(self) -> bool:
@@ -261,6 +286,8 @@ class HybridHead:
             settings["corpus_order"] = self.corpus.order
         if self.shared_nodes:
             settings["shared_nodes"] = self.shared_nodes
+        if self.sure:
+            settings["sure"] = self.sure
         if self.head is None:
             settings["head"] = False
         return settings

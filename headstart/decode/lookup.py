@@ -158,6 +158,7 @@ class LookupStats:
     added: int = 0  # nodes the branches added beyond the head's own
     accepted: int = 0  # accepted drafts on those added nodes (tokens the head's tree did not hold)
     alone: int = 0  # hybrid: steps the head sat out while the text copied its context
+    sure: int = 0  # hybrid: steps the head sat out because the corpus table was sure of the next token
     corpus_added: int = 0  # nodes the corpus n-gram trees added beyond the head's and the branch's
     corpus_accepted: int = 0  # accepted drafts along the corpus trees (their longest accepted path, whoever else drafted it)
 

@@ -13,7 +13,7 @@ from headstart.config import load_recipe
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_model_path
 from headstart.packed import PackedLinear, can_pack, unpack_linears
-from tests.helpers import VOCAB, assert_close, perturbed_heads, tiny_target
+from tests.helpers import VOCAB, assert_close, perturbed_heads, perturbed_of, random_prompts, tiny_target
 
 pytestmark = pytest.mark.skipif(not can_pack(nn.Linear(2, 2)), reason="PyTorch built without oneDNN")
 
@@ -89,3 +89,26 @@ def test_the_cli_target_is_packed_on_cpu_unless_the_recipe_says_no(tmp_path):
         recipe = load_recipe(None, [f"target.name_or_path={tmp_path / 'm'}", "target.dtype=float32", f"target.pack_linears={flag}"])
         target = _target(recipe)
         assert any(type(m) is PackedLinear for m in target.model.modules()) is packed
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle3"])
+def test_a_head_decoding_with_a_packed_target_is_packed_too_and_stays_lossless(kind):
+    """The generator packs the head's Linears (inside a hybrid too) where the target's are packed;
+    decoding stays lossless in float32 and the head's stored weights are untouched."""
+    from headstart.decode.hybrid import HybridHead
+
+    target = tiny_target("llama")
+    head = perturbed_of(kind, target)
+    state = {k: v.clone() for k, v in head.state_dict().items()}
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, max_new_tokens=24, eos_token_id=[])
+    hs.SpeculativeGenerator(target, head)  # a stock target: the head stays stock
+    assert not any(type(m) is PackedLinear for m in head.modules())
+    target.pack_linears()
+    for drafter in (head, HybridHead(head, 4)):
+        out = hs.SpeculativeGenerator(target, drafter).generate(prompts, 24, eos_token_id=[])
+        assert torch.equal(out.sequences, ref.sequences), (kind, type(drafter).__name__)
+    linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+    assert linears and all(type(m) is PackedLinear for m in linears)
+    now = head.state_dict()
+    assert now.keys() == state.keys() and all(torch.equal(now[k], state[k]) for k in state)

@@ -198,3 +198,55 @@ def test_eval_runs_the_corpus_methods_beside_the_head(chat_target, tmp_path):
     table = out.with_suffix(".md").read_text()
     assert "+ corpus tree of 6 nodes (3-gram table of the training answers)" in table
     assert "no head + lookup branch ≤ 4 tokens" in table
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle3"])
+def test_the_head_sits_out_the_steps_the_corpus_is_sure_of_and_decoding_stays_lossless(kind):
+    """`sure`: where the corpus table's next token is at least that probable the head drafts
+    nothing (the corpus tree and the branch alone); greedy float32 output equals plain decoding."""
+    target = tiny_target("llama")
+    corpus = _own_corpus(target)
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 40, eos_token_id=[])
+    options = {"tree": "tree8"} if kind == "medusa" else {"depth": 3, "top_k": 2, "total_tokens": 6}
+    hybrid = HybridHead(perturbed_of(kind, target), max_tokens=4, corpus=corpus, corpus_nodes=6, shared_nodes=6, sure=0.5)
+    gen = hs.SpeculativeGenerator(target, hybrid, **options)
+    out = gen.generate(prompts, 40, eos_token_id=[])
+    assert torch.equal(out.sequences, ref.sequences)
+    assert hybrid.stats.sure > 0 and hybrid.stats.sure + hybrid.stats.alone < len(out.accepted_per_step) * 2
+    assert gen.tree_settings()["lookup"]["sure"] == 0.5
+    assert HybridHead(None, 4, corpus=corpus, sure=0.5).sure == 0.0  # no head, nothing to sit out
+
+
+def test_a_head_that_sat_out_drafts_as_if_it_had_seen_every_step():
+    """The steps an EAGLE-3 head sits out reach its drafter joined with the next one (`pending`):
+    its cache then holds what it would have held, and its next tree is the same as a drafter's
+    fed every step."""
+    from headstart.decode.hybrid import _joined
+
+    target = tiny_target("llama")
+    head = perturbed_of("eagle3", target)
+    states, make = [], head.drafter
+
+    def recording():
+        drafter = make()
+        propose = drafter.propose
+        drafter.propose = lambda state, spec: (states.append(state), propose(state, spec))[1]
+        return drafter
+
+    head.drafter = recording
+    gen = hs.SpeculativeGenerator(target, head, depth=3, top_k=2, total_tokens=6)
+    gen.generate(random_prompts()[:1], 30, eos_token_id=[])
+    del head.drafter
+    spec = gen.tree_spec
+    assert len(states) > 6
+    every = head.drafter()
+    expected = [every.propose(s, spec) for s in states]
+    for k in (2, len(states) - 3):
+        skipping = head.drafter()
+        for s in states[:k]:
+            skipping.propose(s, spec)
+        got = skipping.propose(_joined(_joined(states[k], states[k + 1]), states[k + 2]), spec)  # two steps sat out
+        want = expected[k + 2]
+        assert torch.equal(got.tokens, want.tokens) and torch.equal(got.tree.parent, want.tree.parent)
+        assert torch.allclose(got.scores, want.scores, rtol=1e-4, atol=1e-6)
