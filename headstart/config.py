@@ -206,6 +206,7 @@ class DecodeConfig:
     corpus_draft: int = _f(8, "hybrid trees: a tree of this many nodes from the head's corpus n-gram table (train.corpus_ngram: the most probable continuations in the target's own training answers, taken best-first) joins the tree each step; 0 = off; needs decode.prompt_lookup > 0", ge=0, le=MAX_TREE, why=TREE_WHY)
     hybrid_nodes: int = _f(8, "hybrid trees with a head that scores its drafts (Medusa, EAGLE, EAGLE-3) and a corpus table (decode.corpus_draft > 0): its tree's nodes and the corpus tree's compete for this many nodes, the most probable of both (the head's probability along the path, the corpus's count ratio), instead of the head's tree whole beside decode.corpus_draft corpus nodes; 0 = off", ge=0, le=MAX_TREE, why=TREE_WHY)
     lookup_copy: int = _f(40, "hybrid trees: while the text copies its context (a whole branch of prompt_lookup tokens accepted), the branch is verified alone and doubles after each step that accepts it whole, up to this many tokens (<= prompt_lookup: it never grows past prompt_lookup)", ge=0, le=MAX_TREE, why=TREE_WHY)
+    hybrid_sure: float = _f(0.0, "hybrid trees with a head and a corpus table: the head sits out the steps where the corpus table's next token is at least this probable (its drafter catches up at its next call); those steps draft as the sources without a head do; 0 = the head drafts at every step", ge=0.0, le=1.0)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import time
 
 import torch
 
@@ -61,7 +62,12 @@ def main() -> None:
     p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
     p.add_argument("--only-margin", action="store_true",
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="one thread, timed by its CPU time instead of the wall clock: ratios a busy machine does not bend "
+                        "(slower than two threads; what compares is the ratios)")
     args = p.parse_args()
+    if args.cpu_time:
+        torch.set_num_threads(1)
 
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
     target.pack_linears()
@@ -124,10 +130,12 @@ def main() -> None:
         for name, decode in variants.items():
             decode(prompts[0][:, :8])  # warm-up
             for i, ids in enumerate(prompts):
+                cpu = time.thread_time()
                 out = decode(ids)
+                cpu = time.thread_time() - cpu
                 row = totals[name][i]
                 row[0] += out.sequences.shape[1] - ids.shape[1]
-                row[1] += out.seconds
+                row[1] += cpu if args.cpu_time else out.seconds
                 row[2] += len(out.accepted_per_step)
                 row[3] += sum(out.accepted_per_step)
         print(f"round {r + 1} done", flush=True)
@@ -142,7 +150,7 @@ def main() -> None:
     plain = totals["plain"]
     cats = [r.category for r in records]
     print(f"\n{target.name} ({args.dtype}, packed), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
-          f"{torch.get_num_threads()} threads, {cpu_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds")
+          f"{torch.get_num_threads()} threads{' (CPU time)' if args.cpu_time else ''}, {cpu_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds")
     print("τ: tokens per verification after prefill, the bonus token counted (plain decoding = 1.00)\n")
     print("| decoding | τ | tokens/s | vs plain | " + " | ".join(cats) + " |")
     print("|---|---|---|---|" + "---|" * len(cats))

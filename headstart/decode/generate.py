@@ -85,8 +85,9 @@ def draft_modules(head) -> tuple[nn.Module, ...]:
 
 def pack_like_target(head, target) -> None:
     """Where the target's Linear weights are packed for oneDNN (CPU decoding), pack the head's too: a
-    draft layer's small matrix products run in the stock layout took about twice as long
-    (docs/results.md#packed-draft-heads); the head's weights and state dict stay as they are."""
+    draft layer's small matrix products run slower in the stock layout
+    (docs/results.md#the-head-sitting-out-sure-steps-packed-draft-heads); the head's weights and
+    state dict stay as they are."""
     if is_packed(target.model):
         for module in draft_modules(head):
             pack_linears(module)

@@ -311,6 +311,7 @@ class HybridSettings:
     lookup_copy: int = 0  # the longest branch while the text copies its context
     corpus_draft: int = 0  # nodes of the corpus tree (0 = none)
     hybrid_nodes: int = 0  # nodes a scoring head's tree and the corpus tree share (0 = the head's tree whole)
+    hybrid_sure: float = 0.0  # the head sits out steps the corpus table is this sure of (0 = never)
 
     @classmethod
     def from_decode(cls, decode) -> HybridSettings:
@@ -326,7 +327,7 @@ def with_lookup(head, settings: HybridSettings, corpus=None):
         return head
     corpus = trait(head, "corpus") if corpus is None else corpus
     return HybridHead(head, settings.prompt_lookup, settings.lookup_ngram, settings.lookup_copy, corpus,
-                      settings.corpus_draft, settings.hybrid_nodes)
+                      settings.corpus_draft, settings.hybrid_nodes, settings.hybrid_sure)
 
 
 def verified_bounds(settings: dict) -> tuple[int, int]:

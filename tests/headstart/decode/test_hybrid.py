@@ -171,8 +171,9 @@ def test_with_lookup_takes_the_heads_own_table_and_the_settings():
     assert hybrid.corpus is head.corpus and hybrid.copy_tokens == 20 and hybrid.corpus_nodes == 6
     assert not with_lookup(head, HybridSettings(prompt_lookup=4, corpus_draft=0)).uses_corpus  # decode.corpus_draft = 0: off
     # The recipe's decode section, read once: the same fields by the same names.
-    recipe = DecodeConfig(prompt_lookup=7, lookup_ngram=3, lookup_copy=30, corpus_draft=5, hybrid_nodes=9)
-    assert HybridSettings.from_decode(recipe) == HybridSettings(7, 3, 30, 5, 9)
+    recipe = DecodeConfig(prompt_lookup=7, lookup_ngram=3, lookup_copy=30, corpus_draft=5, hybrid_nodes=9, hybrid_sure=0.8)
+    assert HybridSettings.from_decode(recipe) == HybridSettings(7, 3, 30, 5, 9, 0.8)
+    assert with_lookup(head, HybridSettings.from_decode(recipe)).sure == 0.8
     free = with_lookup(None, HybridSettings.from_decode(recipe), head.corpus)
     assert free.head is None and free.kind == "corpus+lookup" and free.corpus_nodes == 5 and free.max_ngram == 3
 
