@@ -159,14 +159,40 @@ def local_url(host: str, port: int) -> str:
     return f"http://{f'[{reach}]' if ':' in reach else reach}:{port}"
 
 
+def fetch(url: str, timeout: float = 5.0) -> bytes:
+    """The body of a GET on the local server, proxies bypassed (a proxy set for the network would not reach it)."""
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=timeout) as r:
+        return r.read()
+
+
 def served_models(url: str) -> list[str] | None:
-    """The model names `/v1/models` lists, or None while the server does not answer (proxies bypassed)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    """The model names `/v1/models` lists, or None while the server does not answer."""
     try:
-        with opener.open(f"{url}/v1/models", timeout=5) as r:
-            return [m["id"] for m in json.load(r)["data"]]
+        return [m["id"] for m in json.loads(fetch(f"{url}/v1/models"))["data"]]
     except (OSError, ValueError, KeyError):
         return None
+
+
+#: vLLM's speculative-decoding counters on /metrics, as serve-check's engine runner names their counts
+COUNTERS = {"vllm:spec_decode_num_drafts_total": "drafts", "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens_total": "accepted"}
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+def served_counts(url: str) -> dict:
+    """The server's speculative-decoding counts since it started, from its `/metrics` (Prometheus' text): drafts,
+    draft_tokens, accepted and accepted_per_pos, as serve-check's engine runner counts them (so that
+    prediction.py's `acceptance_from_metrics` reads them); zeros without drafts."""
+    counts, per_pos = dict.fromkeys(COUNTERS.values(), 0), {}
+    for line in fetch(f"{url}/metrics").decode().splitlines():
+        name, _, rest = line.partition("{")
+        value = int(float(line.rsplit(" ", 1)[-1])) if not line.startswith("#") and line.strip() else 0
+        if name in COUNTERS:
+            counts[COUNTERS[name]] += value
+        elif name == PER_POSITION:
+            position = int(rest.split('position="', 1)[1].split('"', 1)[0])
+            per_pos[position] = per_pos.get(position, 0) + value
+    return {**counts, "accepted_per_pos": [per_pos[d] for d in sorted(per_pos)]}
 
 
 def log_tail(log: Path, lines: int = 15) -> str:
