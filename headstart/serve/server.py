@@ -13,6 +13,7 @@ Every refusal comes before vLLM starts and before anything is written.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -65,15 +66,19 @@ class ServePlan:
 
 
 def check_port(host: str, port: int) -> None:
-    """Refuse a port that another process listens on (or a host this machine cannot bind)."""
+    """Refuse a port that another process listens on, and a host this machine cannot listen on."""
     try:
         family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as vLLM's server binds
+    except socket.gaierror as e:
+        raise ServingError(f"--host {host}: {e.strerror}; give an address of this machine (127.0.0.1, or 0.0.0.0 for every one)") from None
+    with socket.socket(family, kind) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as vLLM's server binds
+        try:
             s.bind(address)
-    except OSError as e:
-        raise ServingError(f"cannot listen on {host}:{port} ({e.strerror or e}): another process holds the port; "
-                           f"stop it or give another --port") from None
+        except OSError as e:
+            why = ("another process holds the port; stop it or give another --port" if e.errno == errno.EADDRINUSE
+                   else "give another --host or --port")
+            raise ServingError(f"cannot listen on {host}:{port} ({e.strerror}): {why}") from None
 
 
 def check_before_target(host: str, port: int) -> Path:
@@ -226,13 +231,12 @@ def sigterm_interrupts():
 
 
 def group_alive(pgid: int) -> bool:
+    """Whether a process of this group (ours: the same user's) is left; a zombie counts until it is reaped."""
     try:
         os.killpg(pgid, 0)
+        return True
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stop_group(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:

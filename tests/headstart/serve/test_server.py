@@ -66,6 +66,7 @@ def busy_port():
 
 REFUSED = [  # the command line ({R} recipe, {M}, {E}, {O} heads, {BUSY} a port in use) and what its error line names
     ("serve {R} --head {M} --port {BUSY}", "another process holds the port"),
+    ("serve {R} --head {M} --host 192.0.2.1", "cannot listen on 192.0.2.1:8000"),  # TEST-NET: no address of this machine
     ("serve {R} --head {O}", "another-model"),
     ("serve {R} --head {M} --method hybrid", "--method hybrid: the hybrid drafts with an EAGLE head"),
     ("serve {R} --head {M} --method corpus", "holds no corpus table"),
