@@ -1,4 +1,4 @@
-"""`headstart distill | features | self-instruct | train | eval | generate | tune-tree | export | demo`: each verb takes a recipe and dotted overrides.
+"""`headstart distill | features | self-instruct | train | eval | generate | tune-tree | export | serve-check | serve | demo`: each verb takes a recipe and dotted overrides.
 
     headstart train recipes/smollm2-135m/medusa.yaml train.lr=3e-4 train.max_minutes=5
 
@@ -271,6 +271,15 @@ def cmd_serve_check(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from headstart.serve.server import check_before_target, prepare, serve
+
+    python = check_before_target(args.host, args.port)  # before the target loads, and before anything is written
+    recipe = _recipe(args)
+    plan = prepare(recipe, _target(recipe), args.head, args.method, args.k)  # the target is freed before vLLM starts
+    return serve(plan, python, host=args.host, port=args.port, eager=args.eager, max_model_len=args.max_model_len)
+
+
 def cmd_demo(args) -> int:
     from headstart.demo import run_demo
 
@@ -400,6 +409,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--compiled", action="store_true",
                    help="run vLLM compiled (torch.compile, its own default; how a server runs) instead of eager (enforce_eager=True)")
     s.add_argument("--out", default=None, help="JSON report path (default: serve-check.json beside eval.output); .md beside it")
+    s = verb("serve", cmd_serve, "serve a head with vLLM's OpenAI-compatible server (.venv-vllm, `make vllm`) until Ctrl-C or SIGTERM")
+    s.add_argument("--head", required=True, help="head folder (EAGLE-3 or Medusa; --method corpus: any head folder holding a corpus table)")
+    s.add_argument("--method", default="head", choices=["head", "hybrid", "corpus", "plain"],
+                   help="head: the exported head, a chain of k; hybrid: prompt lookup, the corpus table and the head (EAGLE-3 heads); "
+                        "corpus: prompt lookup and the corpus table, no head forward; plain: no drafts (default: head)")
+    s.add_argument("--k", type=_ranged(int, Bounds(ge=1, le=MAX_DEPTH, why=DEPTH_WHY)), default=3, help="draft tokens per step (vLLM's num_speculative_tokens; Medusa: at most its heads)")
+    s.add_argument("--port", type=_ranged(int, Bounds(ge=1, le=65535)), default=8000, help="port to listen on")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only; 0.0.0.0 opens it to the network)")
+    s.add_argument("--eager", action="store_true", help="run vLLM eager (enforce_eager): starts sooner, decodes slower than its compiled default")
+    s.add_argument("--max-model-len", type=_ranged(int, Bounds(ge=16)), default=None, help="longest prompt + answer in tokens (default: the target's)")
     s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
     s.add_argument("--head", default=None, choices=["medusa", "eagle", "eagle3"], help="head kind to train (its recipe in recipes/smollm2-135m/)")

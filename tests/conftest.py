@@ -56,3 +56,15 @@ def smol_folder(tmp_path, smol_shaped_target):
     smol_shaped_target.model.save_pretrained(folder)
     smol_shaped_target.tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def no_progress_bars():
+    """Loading a target draws a progress bar on stderr before any error; tests that read the error alone use this."""
+    from transformers.utils import logging
+
+    was = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    yield
+    if was:
+        logging.enable_progress_bar()

@@ -332,3 +332,30 @@ def wait_until(proc: subprocess.Popen, ready, what: str) -> None:
         assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[1][-3000:]}"
         assert time.monotonic() < deadline, f"no {what} in 10 minutes"
         time.sleep(0.005)
+
+
+# -------------------- the command line in this process
+
+
+def snapshot(root) -> dict:
+    """Every file under root with its size and modification time: a refused command changes nothing."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    """headstart's main(argv) in this process: (exit status, stderr); argparse's refusals exit through SystemExit."""
+    from headstart.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def assert_one_error_line(code: int, err: str, verb: str, names: str) -> None:
+    lines = err.splitlines()
+    assert code == 2, err
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
+    assert lines[0].startswith(f"headstart {verb}: error: "), lines[0]
+    assert names in lines[0] and "Traceback" not in err

@@ -6,6 +6,8 @@
 - job.py        headstart's side of a run: speculative configs, the job, the subprocess, the export
 - prediction.py headstart's prediction of vLLM's acceptance, on its own text and along vLLM's
 - check.py      `headstart serve-check`: vLLM's acceptance, output and speed beside headstart's
+- server.py     `headstart serve`: the head served by vLLM's OpenAI-compatible server until Ctrl-C or SIGTERM
+- load.py       `headstart serve` driven from outside: started, asked by concurrent clients (scripts/bench_serve_load.py)
 - bench.py      `scripts/bench_serving.py`: a head at several k beside vLLM plain, n-gram and headstart
 - distill_backend.py  vLLM generating the answers of `headstart distill`
 

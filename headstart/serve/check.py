@@ -43,12 +43,10 @@ from headstart.eval.acceptance import round_floats
 from headstart.eval.speed import eos_ids, run_plain, run_speculative
 from headstart.serve.job import (
     ServingError,
-    corpus_speculative_config,
     engine_record,
-    head_speculative_config,
-    hybrid_engine,
+    hybrid_refusal,
+    method_engine,
     ngram_speculative_config,
-    plain_engine,
     run_exported,
     served_layout,
     vllm_mode,
@@ -60,7 +58,7 @@ from headstart.serve.prediction import (
     headstart_acceptance,
     hybrid_along_text_counts,
 )
-from headstart.serve.proposer import CLASS_PATH, HYBRID_METHODS, PLUGIN, along_text_counts
+from headstart.serve.proposer import CLASS_PATH, PLUGIN, along_text_counts
 from headstart.target import cpu_flags, cpu_kind
 
 #: the report's `conventions`: what each acceptance figure counts (the module doc, in the JSON itself)
@@ -195,13 +193,13 @@ def check_engines(head, method: str, folder, k: int, ngram: bool = True, corpus:
     (`ngram`), and, when the head carries a corpus table and `corpus`, headstart's corpus proposer and, for an
     EAGLE head that drafts one token a forward, the head served as headstart's hybrid."""
     # The speculators layout needs the method named: without it vLLM 0.32's engine crashes.
-    engines = [plain_engine(), {"name": "head", "speculative_config": head_speculative_config(head, method, folder, k)}]
+    engines = [method_engine(name, head, method, folder, k) for name in ("plain", "head")]
     if ngram:
         engines.append({"name": "ngram", "speculative_config": ngram_speculative_config(k)})
     if corpus and trait(head, "corpus") is not None:
-        engines.append({"name": "corpus", "speculative_config": corpus_speculative_config(k)})
-        if method in HYBRID_METHODS and not head.options.get("parallel_drafting"):
-            engines.append(hybrid_engine(head, method, folder, k, name="hybrid"))
+        engines.append(method_engine("corpus", head, method, folder, k))
+        if hybrid_refusal(head, method) is None:
+            engines.append(method_engine("hybrid", head, method, folder, k))
     return engines
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from headstart.errors import HeadstartError
-from headstart.serve.proposer import CLASS_PATH, ENV, HYBRID_ENV
+from headstart.serve.proposer import CLASS_PATH, ENV, HYBRID_ENV, HYBRID_METHODS
 
 #: the engine runner, run as a module by the serving environment's python
 RUNNER = "headstart.serve.engine"
@@ -151,6 +151,38 @@ def hybrid_engine(head, method: str, folder, k: int, name: str | None = None) ->
     speculative_config, with HEADSTART_HYBRID=1 set while vLLM creates it (the corpus table comes
     from `corpus_env`, as the corpus proposer's does)."""
     return {"name": name or f"hybrid{k}", "speculative_config": head_speculative_config(head, method, folder, k), "env": {HYBRID_ENV: "1"}}
+
+
+#: what `headstart serve --method` and serve-check's engines serve: method -> what vLLM drafts with
+METHODS = {
+    "head": "the exported head, a chain of k drafts a step",
+    "hybrid": "the head as headstart's hybrid (its plugin): prompt lookup, else the corpus table when sure, else the head",
+    "corpus": "headstart's corpus proposer: prompt lookup, else the head folder's corpus table (no head forward)",
+    "plain": "no drafts: vLLM alone, for comparison",
+}
+
+
+def method_engine(method: str, head, vllm_method: str | None, folder, k: int) -> dict:
+    """The engine serving `method` (METHODS), named after it: the head exported to `folder` (vLLM's `vllm_method`),
+    as headstart's hybrid, headstart's corpus proposer, or vLLM plain. `folder` and `vllm_method` are unused by
+    the last two."""
+    if method == "plain":
+        return plain_engine()
+    if method == "corpus":
+        return {"name": "corpus", "speculative_config": corpus_speculative_config(k)}
+    if method == "hybrid":
+        return hybrid_engine(head, vllm_method, folder, k, name="hybrid")
+    return {"name": "head", "speculative_config": head_speculative_config(head, vllm_method, folder, k)}
+
+
+def hybrid_refusal(head, vllm_method: str) -> str | None:
+    """Why vLLM cannot serve the head as headstart's hybrid (None when it can): the plugin drafts with an EAGLE
+    head, one draft forward a step, so not a parallel-drafting (P-EAGLE) one."""
+    if vllm_method not in HYBRID_METHODS:
+        return f"the hybrid drafts with an EAGLE head ({' or '.join(HYBRID_METHODS)} in vLLM), not a {head.kind} head"
+    if head.options.get("parallel_drafting"):
+        return "the hybrid drafts one token a forward, not with a parallel-drafting (P-EAGLE) head"
+    return None
 
 
 def uses_corpus(engine: dict) -> bool:

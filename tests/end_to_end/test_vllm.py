@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -31,7 +33,7 @@ from headstart.heads.export import export
 from headstart.serve.check import agreement, compare, headstart_side
 from headstart.serve.job import ServingError, corpus_env, head_speculative_config, run_vllm, vllm_job, vllm_python
 from headstart.serve.prediction import along_text_acceptance, hybrid_along_text_counts
-from headstart.serve.proposer import HYBRID_ENV
+from headstart.serve.proposer import HYBRID_ENV, along_text_counts
 from headstart.target import Target
 from tests.helpers import batch_of, fit_head
 
@@ -80,10 +82,8 @@ def noisy(head, scale: float, seed: int = 0):
     return head.eval().requires_grad_(False)
 
 
-def run_serve_check(tmp, target_folder, head_folder) -> dict:
-    """`headstart serve-check` as a user runs it, on PROMPTS (a prompt file and a recipe written here):
-    the speculators layout of the head, a chain of K, float32, vLLM compiled as a server runs it (the
-    fixture's own engines run eager). Returns its exit, output and files."""
+def write_recipe(tmp, target_folder) -> Path:
+    """A recipe for the tiny target (float32) whose eval prompts are PROMPTS, written into the new folder `tmp`."""
     tmp.mkdir()
     (tmp / "prompts.jsonl").write_text("".join(json.dumps({"id": str(i), "category": "chat", "prompt": p}) + "\n"
                                                for i, p in enumerate(PROMPTS)))
@@ -92,9 +92,33 @@ def run_serve_check(tmp, target_folder, head_folder) -> dict:
         f"eval:\n  prompts: {tmp / 'prompts.jsonl'}\n  num_prompts: {len(PROMPTS)}\n  max_new_tokens: {NEW}\n"
         f"  output: {tmp / 'eval.json'}\n"
     )
+    return tmp / "recipe.yaml"
+
+
+def taught_head(folder, target, continuations: list[torch.Tensor], prompts: list[list[int]]):
+    """(the EAGLE-3 head taught half the prompts' continuations, its corpus table), saved in `folder`.
+
+    Taught half, it accepts all of those and little of the others, so that parity is checked on partial
+    acceptance, where a wrong mapping or position would show. The table training saves beside a head
+    (decode/corpus.py) is counted from the continuations with every 4th token of the second half changed, so
+    that its chains are accepted whole on some prompts and in part on the others."""
+    head = trained_eagle3(target, continuations[: len(continuations) // 2])
+    save_heads(head, folder, target)
+    answers = [c[len(p) :].tolist() for c, p in zip(continuations, prompts)]
+    answers[2:] = [[t + 1 if i % 4 == 3 else t for i, t in enumerate(a)] for a in answers[2:]]
+    corpus = CorpusNgram.build(answers, order=3)
+    corpus.save(folder)
+    return head, corpus
+
+
+def run_serve_check(tmp, target_folder, head_folder) -> dict:
+    """`headstart serve-check` as a user runs it, on PROMPTS (a prompt file and a recipe written here):
+    the speculators layout of the head, a chain of K, float32, vLLM compiled as a server runs it (the
+    fixture's own engines run eager). Returns its exit, output and files."""
+    recipe = write_recipe(tmp, target_folder)
     out = tmp / "serve-check.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "headstart", "serve-check", str(tmp / "recipe.yaml"), "--head", str(head_folder),
+        [sys.executable, "-m", "headstart", "serve-check", str(recipe), "--head", str(head_folder),
          "--k", str(K), "--layout", "speculators", "--compiled", "--out", str(out)],
         capture_output=True, text=True, timeout=1500,
     )
@@ -122,22 +146,14 @@ def served(tmp_path_factory, smol_tokenizer):
     target = tiny_llama(tmp / "target", smol_tokenizer)
     prompts = [encode_chat(smol_tokenizer, [{"role": "user", "content": p}])[0].tolist() for p in PROMPTS]
     continuations = [greedy_generate(target, torch.tensor([p]), NEW, eos_token_id=[]).sequences[0] for p in prompts]
+    head_folder = tmp / "eagle3-head"  # with its table, serve-check also serves headstart's corpus proposer and hybrid
+    taught, corpus = taught_head(head_folder, target, continuations, prompts)
     heads = {
-        # taught half the prompts' continuations: it accepts all of those and little of the others, so the
-        # parity below is checked on partial acceptance, where a wrong mapping or position would show
-        "eagle3": trained_eagle3(target, continuations[: len(continuations) // 2]),
+        "eagle3": taught,
         "eagle3-full": noisy(hs.heads.build("eagle3", target), 0.02),
         # a draft vocabulary, as the demo's Medusa head: served over the full vocabulary (heads/export.py)
         "medusa": noisy(hs.heads.build("medusa", target, num_heads=K, draft_vocab=torch.arange(0, 4096)), 0.002),
     }
-    head_folder = save_heads(heads["eagle3"], tmp / "eagle3-head", target)
-    # the table training saves beside a head (decode/corpus.py): serve-check then also serves headstart's corpus
-    # proposer (serve/proposer.py). Counted from the continuations, every 4th token of the second half
-    # changed, so that its chains are accepted whole on some prompts and in part on the others.
-    answers = [c[len(p) :].tolist() for c, p in zip(continuations, prompts)]
-    answers[2:] = [[t + 1 if i % 4 == 3 else t for i, t in enumerate(a)] for a in answers[2:]]
-    corpus = CorpusNgram.build(answers, order=3)
-    corpus.save(head_folder)
     cli = run_serve_check(tmp / "cli", tmp / "target", head_folder)
     exports = {  # engine name: (head, layout, vLLM method, k); "speculators" is the serve-check run's
         "eagle3": ("eagle3", "eagle3", "eagle3", K),
@@ -421,3 +437,136 @@ def test_dflash_served_identically_with_headstart_acceptance(served_dflash):
     ours = headstart_side(s["target"], s["head"], s["prompts"], K, NEW, eos=[])
     # it accepts the taught prompts' continuations whole and little else (docs/results.md#dflash-at-the-cpu-budget)
     check_parity(compare(s["result"], ours, K, head_engine="dflash", ngram_engine=None), least=1.4)
+
+
+# ---------------------------------------------------------------- `headstart serve`, asked by a real client
+
+#: what the taught EAGLE-3 head with a corpus table serves (`headstart serve --method`)
+SERVED_METHODS = ("head", "hybrid", "corpus")
+#: each prompt is asked four ways: chat and completion (its token ids), each streamed and not
+WAYS = (("chat", False), ("chat", True), ("completion", False), ("completion", True))
+#: then REQUESTS chat requests from CONCURRENT clients at once
+REQUESTS, CONCURRENT = 16, 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ask(client, model: str, prompt: str, ids: list[int], way: str, stream: bool) -> dict:
+    """One greedy request of NEW tokens (EOS ignored) through the openai client: its new token ids, text and
+    (chat) the prompt's token ids as vLLM rendered the chat template."""
+    common = {"model": model, "temperature": 0, "max_tokens": NEW, "stream": stream,
+              "extra_body": {"ignore_eos": True, "return_token_ids": True}}
+    if way == "chat":
+        response = client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **common)
+    else:
+        response = client.completions.create(prompt=ids, **common)
+    chunks = response if stream else [response]
+    out = {"ids": [], "text": "", "prompt_ids": None}
+    for chunk in chunks:  # vLLM's fields beyond OpenAI's are the models' extras
+        out["prompt_ids"] = out["prompt_ids"] or (chunk.model_extra or {}).get("prompt_token_ids")
+        for choice in chunk.choices:
+            extra = choice.model_extra or {}
+            out["ids"] += extra.get("token_ids") or []
+            out["prompt_ids"] = out["prompt_ids"] or extra.get("prompt_token_ids")
+            message = (choice.delta if stream else choice.message) if way == "chat" else choice
+            out["text"] += (message.content if way == "chat" else message.text) or ""
+    return out
+
+
+def serve_and_ask(recipe, head_folder, method: str, cache, prompts: list[list[int]]) -> dict:
+    """`headstart serve` as a user runs it (a subprocess; eager, to start sooner): each prompt asked every way in
+    WAYS, one request at a time, the server's counters read from /metrics, then the prompts asked again by
+    CONCURRENT clients at once (REQUESTS requests), and SIGTERM sent."""
+    from openai import DefaultHttpxClient, OpenAI
+
+    from headstart.serve.load import run_load, started_server
+    from headstart.serve.server import served_counts
+
+    argv = [str(recipe), "--head", str(head_folder), "--method", method, "--k", str(K), "--eager"]
+    with started_server(argv, free_port(), cache.parent / f"serve-{method}", env={"HEADSTART_CACHE": str(cache), "HF_HUB_OFFLINE": "1"},
+                        timeout=900) as server:
+        client = OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=300,
+                        http_client=DefaultHttpxClient(trust_env=False))
+        answers = [[ask(client, server.model, text, ids, way, stream) for way, stream in WAYS] for text, ids in zip(PROMPTS, prompts)]
+        counts = served_counts(server.url)
+        concurrent, _ = run_load(server.url, server.model, PROMPTS, REQUESTS, CONCURRENT, NEW, ignore_eos=True)
+    return {"server": server, "answers": answers, "counts": counts, "concurrent": concurrent}
+
+
+@pytest.fixture(scope="module")
+def openai_served(tmp_path_factory, smol_tokenizer):
+    """The taught EAGLE-3 head with its table, served by `headstart serve` with each of SERVED_METHODS in turn
+    (one server at a time, on a free port) and asked by the openai client."""
+    require_vllm()
+    tmp = tmp_path_factory.mktemp("vllm-serve")
+    target = tiny_llama(tmp / "target", smol_tokenizer)
+    prompts = [encode_chat(smol_tokenizer, [{"role": "user", "content": p}])[0].tolist() for p in PROMPTS]
+    continuations = [greedy_generate(target, torch.tensor([p]), NEW, eos_token_id=[]).sequences[0] for p in prompts]
+    head, corpus = taught_head(tmp / "head", target, continuations, prompts)
+    recipe = write_recipe(tmp / "recipe", tmp / "target")
+    runs = {method: serve_and_ask(recipe, tmp / "head", method, tmp / "cache", prompts) for method in SERVED_METHODS}
+    return {"target": target, "prompts": prompts, "head": head, "corpus": corpus, "runs": runs,
+            "reference": [c[len(p):].tolist() for c, p in zip(continuations, prompts)]}
+
+
+@pytest.mark.parametrize("method", SERVED_METHODS)
+def test_served_output_equals_vllm_plain_for_every_way_of_asking(openai_served, method):
+    """Chat and completion, streamed and not, at temperature 0: every answer is the target's greedy text, which
+    vLLM plain writes (test_vllm_plain_equals_headstart_greedy); vLLM renders the chat template as headstart does."""
+    run = openai_served["runs"][method]
+    for answers, reference, prompt in zip(run["answers"], openai_served["reference"], openai_served["prompts"]):
+        assert [a["ids"] for a in answers] == [reference] * len(WAYS), (method, answers)
+        assert len({a["text"] for a in answers}) == 1 and answers[0]["text"], answers
+        assert answers[0]["prompt_ids"] == prompt
+
+
+@pytest.mark.parametrize("method", SERVED_METHODS)
+def test_served_counters_equal_headstarts_prediction_along_the_served_text(openai_served, method):
+    """vLLM's /metrics (drafts, draft tokens, accepted tokens, accepted per position) equal headstart's prediction
+    along the text it served (serve/prediction.py, serve/proposer.py), count for count, over the 16 requests of
+    each method (float32; serve-check's engines allow k per request for drafts accepted past max_tokens, which
+    these prompts do not show)."""
+    s, run = openai_served, openai_served["runs"][method]
+    texts = [a["ids"] for answers in run["answers"] for a in answers]
+    prompts = [p for p in s["prompts"] for _ in WAYS]
+    if method == "head":
+        predicted = along_text_acceptance(s["target"], s["head"], prompts, texts, K)
+    elif method == "hybrid":
+        predicted = hybrid_along_text_counts(s["target"], s["head"], s["corpus"], prompts, texts, K)
+    else:
+        predicted = along_text_counts(s["corpus"], prompts, texts, K)
+    v = run["counts"]
+    assert v["drafts"] > 0 and 0 < v["accepted"] < v["draft_tokens"], v
+    assert v == {key: predicted[key] for key in ("drafts", "draft_tokens", "accepted", "accepted_per_pos")}, (v, predicted)
+
+
+def test_concurrent_requests_answer_as_sequential_ones(openai_served):
+    """REQUESTS requests from CONCURRENT clients at once (vLLM batches them) all complete, each with the answer
+    its prompt got alone (float32, temperature 0)."""
+    for method, run in openai_served["runs"].items():
+        concurrent = run["concurrent"]
+        assert len(concurrent) == REQUESTS
+        for i, answer in enumerate(concurrent):
+            alone = run["answers"][i % len(PROMPTS)][0]
+            assert (answer["ids"], answer["text"]) == (alone["ids"], alone["text"]), (method, i)
+
+
+def test_serve_prints_how_to_reach_it_and_stops_its_whole_process_group(openai_served):
+    """Each start printed the URL, the served model, the method and a curl line; the first wrote the export into
+    the cache and the next reused it; SIGTERM ended `headstart serve` with status 0 and vLLM's whole process group."""
+    for method, run in openai_served["runs"].items():
+        server = run["server"]
+        assert server.code == 0, server.stderr[-3000:]
+        out = server.stdout
+        assert f"serving {server.url}/v1" in out and f"  model:   {server.model}" in out, out
+        assert f"  method:  {method}, k = {K}" in out and f"  try:     curl {server.url}/v1/chat/completions" in out, out
+        assert "vLLM stopped" in server.stderr and server.group is not None
+        with pytest.raises(ProcessLookupError):
+            os.killpg(server.group, 0)
+    runs = openai_served["runs"]
+    assert "export written to" in runs["head"]["server"].stdout and "export reused from" in runs["hybrid"]["server"].stdout
+    assert "export" not in runs["corpus"]["server"].stdout.split("\n")[0]  # the corpus proposer serves no export

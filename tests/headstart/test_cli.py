@@ -22,7 +22,9 @@ from headstart.errors import HeadstartError
 from headstart.heads.checkpoint import CheckpointError
 from headstart.jsonl import DataError
 from headstart.target import Target
-from tests.helpers import tiny_config
+from tests.helpers import assert_one_error_line, run_cli, snapshot, tiny_config
+
+pytestmark = pytest.mark.usefixtures("no_progress_bars")
 
 CONTEXT = 128  # the tiny target's max_position_embeddings
 LONG_PROMPT = " ".join(["word"] * 200)  # longer than CONTEXT tokens with any template
@@ -52,18 +54,6 @@ def test_every_user_error_is_a_headstart_error():
 
 
 # ---------------------------------------------------------------- a tiny target, its heads and a recipe on disk
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_progress_bars():
-    """Loading a target draws a progress bar on stderr before any error; these tests read the error alone."""
-    from transformers.utils import logging
-
-    was = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    yield
-    if was:
-        logging.enable_progress_bar()
 
 
 @pytest.fixture(scope="module")
@@ -99,28 +89,6 @@ def work(tmp_path_factory, smol_tokenizer) -> dict:
     }
     (root / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     return {"R": str(root / "recipe.yaml"), "H": str(root / "head"), "O": str(root / "other-head"), "root": root}
-
-
-def _snapshot(root) -> dict:
-    """Every file under root with its size and modification time: a refused command changes nothing."""
-    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
-
-
-def _run(argv: list[str], capsys) -> tuple[int, str]:
-    """main(argv) in this process: (exit status, stderr); argparse's refusals exit through SystemExit."""
-    try:
-        code = main(argv)
-    except SystemExit as e:
-        code = e.code
-    return code, capsys.readouterr().err
-
-
-def _assert_one_error_line(code: int, err: str, verb: str, names: str) -> None:
-    lines = err.splitlines()
-    assert code == 2, err
-    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
-    assert lines[0].startswith(f"headstart {verb}: error: "), lines[0]
-    assert names in lines[0] and "Traceback" not in err
 
 
 # Each case: the command line ({R} recipe, {H} head, {O} head for another model, {LONG} a prompt
@@ -162,10 +130,10 @@ REFUSED = [
 @pytest.mark.parametrize("line, names", REFUSED, ids=[c[0] for c in REFUSED])
 def test_bad_input_is_one_error_line_and_writes_nothing(work, capsys, line, names):
     argv = [w.format(LONG=LONG_PROMPT, **work) for w in line.split()]
-    before = _snapshot(work["root"])
-    code, err = _run(argv, capsys)
-    _assert_one_error_line(code, err, argv[0], names)
-    assert _snapshot(work["root"]) == before
+    before = snapshot(work["root"])
+    code, err = run_cli(argv, capsys)
+    assert_one_error_line(code, err, argv[0], names)
+    assert snapshot(work["root"]) == before
 
 
 def test_debug_shows_the_traceback_before_or_after_the_verb(work, capsys):
@@ -190,16 +158,16 @@ def test_export_replaces_a_folder_of_other_files_only_with_force(work, tmp_path,
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("the user's")
-    code, err = _run(["export", "--head", work["H"], "--out", str(out)], capsys)
-    _assert_one_error_line(code, err, "export", str(out))
+    code, err = run_cli(["export", "--head", work["H"], "--out", str(out)], capsys)
+    assert_one_error_line(code, err, "export", str(out))
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
     assert main(["export", "--head", work["H"], "--out", str(out), "--force"]) == 0
     assert (out / "model.safetensors").is_file() and not (out / "notes.txt").exists()
     # --force never replaces the folder holding the head itself
-    before = _snapshot(work["root"])
-    code, err = _run(["export", "--head", work["H"], "--out", work["H"], "--force"], capsys)
-    _assert_one_error_line(code, err, "export", work["H"])
-    assert _snapshot(work["root"]) == before
+    before = snapshot(work["root"])
+    code, err = run_cli(["export", "--head", work["H"], "--out", work["H"], "--force"], capsys)
+    assert_one_error_line(code, err, "export", work["H"])
+    assert snapshot(work["root"]) == before
 
 
 def test_real_processes_exit_2_without_traceback_and_1_with_debug(work):
@@ -211,7 +179,7 @@ def test_real_processes_exit_2_without_traceback_and_1_with_debug(work):
         "argparse": ["generate", work["R"], "--head", work["H"], "--prompt", "hi", "--top-p", "1.5"],
         "debug": ["--debug", "distill", work["R"], "distill.temperature=-1"],
     }
-    before = _snapshot(work["root"])
+    before = snapshot(work["root"])
     procs = {
         name: subprocess.Popen([sys.executable, "-m", "headstart.cli", *argv], cwd=work["root"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -222,10 +190,10 @@ def test_real_processes_exit_2_without_traceback_and_1_with_debug(work):
         _, err = p.communicate(timeout=300)
         done[name] = (p.returncode, err)
     for name, verb, names in [("context", "generate", "context"), ("recipe", "eval", "distill.top_p"), ("argparse", "generate", "--top-p")]:
-        _assert_one_error_line(*done[name], verb, names)
+        assert_one_error_line(*done[name], verb, names)
     code, err = done["debug"]
     assert code == 1 and "Traceback" in err and "RecipeError" in err and "distill.temperature" in err
-    assert _snapshot(work["root"]) == before
+    assert snapshot(work["root"]) == before
 
 
 def test_an_error_quoting_a_line_break_of_the_users_input_stays_one_line(capsys):

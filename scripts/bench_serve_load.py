@@ -1,0 +1,118 @@
+"""Load on `headstart serve`: N chat requests from C concurrent clients against each method (a benchmark, not a test).
+
+    python scripts/bench_serve_load.py recipes/smollm2-135m/medusa.yaml --head runs/demo/medusa/final \
+        --methods plain head corpus --requests 32 --concurrency 4
+
+For each method in turn, `headstart serve` is started as a user starts it (its own process; vLLM compiled, its
+default, unless --eager), timed until `/v1/models` answers and until its first answer (one short chat request);
+then the recipe's eval prompts (first turns, `eval.prompts`, `eval.num_prompts`) are sent as --requests greedy
+chat requests of at most --max-tokens new tokens from --concurrency clients at once. Reported per method:
+requests/s, p50 and p95 latency, new tokens/s, and the server's own acceptance over the load (1 + accepted /
+drafts, from its /metrics; bonus counted). `--cold` first removes the head's cached export, so that the first
+start that serves the head exports it again (time to first answer, cold). Prints a Markdown table and writes
+JSON (--out). Timings need the machine to themselves: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+from headstart.config import load_recipe, parse_script_args
+from headstart.serve.load import ask_chat, load_summary, run_load, started_server
+from headstart.serve.prediction import acceptance_from_metrics
+from headstart.serve.server import served_counts
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("recipe")
+    ap.add_argument("--head", required=True)
+    ap.add_argument("--methods", nargs="+", default=["plain", "head", "hybrid", "corpus"], choices=["plain", "head", "hybrid", "corpus"])
+    ap.add_argument("--k", type=int, default=3, help="draft tokens per step (headstart serve --k)")
+    ap.add_argument("--requests", type=int, default=32, help="requests per method")
+    ap.add_argument("--concurrency", type=int, default=4, help="clients sending at once")
+    ap.add_argument("--max-tokens", type=int, default=96, help="new tokens per request at most (EOS ends one sooner)")
+    ap.add_argument("--eager", action="store_true", help="vLLM eager (headstart serve --eager) instead of compiled")
+    ap.add_argument("--cold", action="store_true", help="remove the head's cached export first (the first start exports it again)")
+    ap.add_argument("--out", default="runs/bench_serve_load.json")
+    ap.add_argument("overrides", nargs="*", help="dotted recipe overrides (section.key=value)")
+    return ap
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def remove_cached_export(recipe, head: str) -> None:
+    """The head's cached exports for this target, in every layout vLLM serves it from, removed."""
+    from headstart.embedded import cache_dir
+    from headstart.heads.checkpoint import load_heads, resolve_folder
+    from headstart.serve.job import SERVED
+    from headstart.serve.server import export_key
+    from headstart.target import Target
+
+    t = recipe.target
+    target = Target.from_pretrained(t.name_or_path, dtype=t.dtype, revision=t.revision, pack_linears=t.pack_linears)
+    folder = resolve_folder(head)
+    for layout in SERVED.get(load_heads(folder, target=target).kind, ((),))[0]:
+        shutil.rmtree(cache_dir() / "serve" / export_key(folder, target, layout), ignore_errors=True)
+
+
+def bench_method(args, method: str, prompts: list[str], logs: Path) -> dict:
+    """One method: its start timed, one short request, then the load; the server's counts over the load."""
+    argv = [args.recipe, "--head", args.head, "--method", method, "--k", str(args.k), *(["--eager"] if args.eager else []), *args.overrides]
+    with started_server(argv, free_port(), logs / f"serve-{method}") as server:
+        ask_chat(server.url, server.model, prompts[0], 8)
+        first_answer = server.seconds_since_start()
+        before = served_counts(server.url)
+        answers, wall = run_load(server.url, server.model, prompts, args.requests, args.concurrency, args.max_tokens)
+        after = served_counts(server.url)
+    counts = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
+    counts["accepted_per_pos"] = [a - b for a, b in zip(after["accepted_per_pos"], before["accepted_per_pos"])] or [0] * args.k
+    export = "reused" if "export reused" in server.stdout else "written" if "export written" in server.stdout else None
+    return {"method": method, "ready_seconds": server.ready_seconds, "first_answer_seconds": first_answer, "export": export,
+            **load_summary(answers, wall), "acceptance_length": acceptance_from_metrics(counts)["mean_acceptance_length"],
+            "counts": counts, "outputs": [a["ids"] for a in answers]}
+
+
+def format_rows(rows: list[dict], args) -> str:
+    lines = [f"{args.requests} requests from {args.concurrency} clients, greedy, at most {args.max_tokens} new tokens, k = {args.k}, "
+             f"vLLM {'eager' if args.eager else 'compiled'}; load average {os.getloadavg()[0]:.2f}", "",
+             "| method | ready (s) | first answer (s) | export | requests/s | p50 (s) | p95 (s) | tokens/s | acceptance length |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        acc = f"{r['acceptance_length']:.2f}" if r["acceptance_length"] else "-"
+        lines.append(f"| {r['method']} | {r['ready_seconds']:.1f} | {r['first_answer_seconds']:.1f} | {r['export'] or '-'} | "
+                     f"{r['requests_per_s']:.2f} | {r['latency_p50']:.2f} | {r['latency_p95']:.2f} | {r['tokens_per_s']:.1f} | {acc} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from headstart.eval.prompts import load_eval_prompts
+
+    args = parse_script_args(parser(), sys.argv[1:])
+    recipe = load_recipe(args.recipe, args.overrides)
+    cfg = recipe.eval
+    prompts = [p.prompt for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
+    if args.cold:
+        remove_cached_export(recipe, args.head)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = [bench_method(args, method, prompts, out.parent) for method in args.methods]
+    table = format_rows(rows, args)
+    print(table)
+    out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1) + "\n")
+    out.with_suffix(".md").write_text(table + "\n")
+    print(f"\nresults: {out}, {out.with_suffix('.md')}")
+
+
+if __name__ == "__main__":
+    main()

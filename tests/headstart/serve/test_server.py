@@ -1,0 +1,123 @@
+"""`headstart serve` without vLLM: what it refuses (one `error:` line, exit status 2, before vLLM starts and
+with nothing written), and the plan it would start vLLM with (the export cached by the head's checksum, the
+speculative config and environment of each method). vLLM serving it, with a real client: tests/end_to_end/test_vllm_serve.py.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+
+import pytest
+import torch
+import transformers as tr
+import yaml
+
+import headstart as hs
+from headstart.config import load_recipe
+from headstart.decode.corpus import CorpusNgram
+from headstart.serve.proposer import ENV, HYBRID_ENV
+from headstart.serve.server import local_url, prepare, vllm_command
+from headstart.target import Target
+from tests.helpers import assert_one_error_line, run_cli, snapshot, tiny_config
+
+pytestmark = pytest.mark.usefixtures("no_progress_bars")
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, smol_tokenizer) -> dict:
+    """R (recipe), M (a Medusa head, 3 heads), E (an EAGLE-3 head with a corpus table), O (a head for another
+    model of the same shapes), root; every path the runs could write (the cache included) lies under root."""
+    root = tmp_path_factory.mktemp("serve")
+    config = tiny_config("llama")
+    config.vocab_size, config.num_hidden_layers = len(smol_tokenizer), 3
+    for seed, name in [(0, "target"), (1, "another-model")]:
+        torch.manual_seed(seed)
+        tr.AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(root / name)
+        smol_tokenizer.save_pretrained(root / name)
+    target, other = (Target.from_pretrained(root / name, dtype=torch.float32) for name in ("target", "another-model"))
+    hs.heads.build("medusa", target, num_heads=3).save_pretrained(root / "medusa", target)
+    hs.heads.build("eagle3", target).save_pretrained(root / "eagle3", target)
+    CorpusNgram.build([[5, 6, 7, 8], [5, 6, 9]], order=3).save(root / "eagle3")
+    hs.heads.build("medusa", other, num_heads=3).save_pretrained(root / "other", other)
+    (root / "recipe.yaml").write_text(yaml.safe_dump({"target": {"name_or_path": str(root / "target"), "dtype": "float32"}}))
+    return {"R": str(root / "recipe.yaml"), "M": str(root / "medusa"), "E": str(root / "eagle3"), "O": str(root / "other"),
+            "root": root}
+
+
+@pytest.fixture
+def env(work, monkeypatch):
+    """The cache under the work folder, and an interpreter standing for vLLM's (only its presence is checked
+    before vLLM starts)."""
+    monkeypatch.setenv("HEADSTART_CACHE", str(work["root"] / "cache"))
+    monkeypatch.setenv("HEADSTART_VLLM_PYTHON", sys.executable)
+    return work
+
+
+@pytest.fixture
+def busy_port():
+    """A port another process listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+REFUSED = [  # the command line ({R} recipe, {M}, {E}, {O} heads, {BUSY} a port in use) and what its error line names
+    ("serve {R} --head {M} --port {BUSY}", "another process holds the port"),
+    ("serve {R} --head {M} --host 192.0.2.1", "cannot listen on 192.0.2.1:8000"),  # TEST-NET: no address of this machine
+    ("serve {R} --head {O}", "another-model"),
+    ("serve {R} --head {M} --method hybrid", "--method hybrid: the hybrid drafts with an EAGLE head"),
+    ("serve {R} --head {M} --method corpus", "holds no corpus table"),
+    ("serve {R} --head {M} --k 4", "at most 3"),
+    ("serve {R} --head {M} --method tree", "invalid choice: 'tree'"),
+    ("serve {R} --head {M} --port 0", "argument --port: expected a value >= 1 and <= 65535, got 0"),
+]
+
+
+@pytest.mark.parametrize("line, names", REFUSED, ids=[c[0] for c in REFUSED])
+def test_refused_in_one_line_before_vllm_starts_and_nothing_written(env, busy_port, capsys, line, names):
+    argv = [w.format(BUSY=busy_port, **env) for w in line.split()]
+    before = snapshot(env["root"])
+    code, err = run_cli(argv, capsys)
+    assert_one_error_line(code, err, "serve", names)
+    assert snapshot(env["root"]) == before and not (env["root"] / "cache").exists()
+
+
+def test_a_missing_serving_environment_says_make_vllm(env, monkeypatch, capsys):
+    monkeypatch.setenv("HEADSTART_VLLM_PYTHON", str(env["root"] / "no-such-venv" / "bin" / "python"))
+    before = snapshot(env["root"])
+    code, err = run_cli(["serve", env["R"], "--head", env["E"]], capsys)
+    assert_one_error_line(code, err, "serve", "run `make vllm`")
+    assert snapshot(env["root"]) == before
+
+
+def test_each_method_is_served_with_serve_checks_engine(env):
+    """The export is written once into the cache, keyed by the head's checksum, and reused; each method's vLLM
+    command line and environment are those serve-check gives its engine."""
+    recipe = load_recipe(env["R"], [])
+    target = Target.from_pretrained(env["root"] / "target", dtype=torch.float32)
+    plans = {m: prepare(recipe, target, env["E"], m, 2) for m in ("head", "hybrid", "corpus", "plain")}
+    head, hybrid, corpus, plain = plans.values()
+    assert head.export is not None and not head.reused and (head.export / "config.json").is_file()
+    assert hybrid.export == head.export and hybrid.reused  # the second start reuses it
+    assert head.export.is_relative_to(env["root"] / "cache" / "serve") and head.export.name == "eagle3"
+    assert corpus.export is None and plain.export is None
+    spec = {"method": "eagle3", "model": str(head.export), "num_speculative_tokens": 2}
+    assert head.engine["speculative_config"] == hybrid.engine["speculative_config"] == spec and head.env == {}
+    assert hybrid.env == {HYBRID_ENV: "1", ENV: env["E"]} and corpus.env == {ENV: env["E"]} and plain.env == {}
+    assert corpus.engine["speculative_config"]["method"] == "custom_class" and plain.engine["speculative_config"] is None
+    command = vllm_command("python", hybrid, "127.0.0.1", 8123, eager=True)
+    assert command[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert json.loads(command[command.index("--speculative-config") + 1]) == spec
+    assert {"--no-async-scheduling", "--enforce-eager"} <= set(command) and command[command.index("--port") + 1] == "8123"
+    assert command[command.index("--served-model-name") + 1] == target.name and command[command.index("--dtype") + 1] == "float32"
+    assert "--speculative-config" not in vllm_command("python", plain, "127.0.0.1", 8123)
+    other = prepare(recipe, target, env["M"], "head", 3)  # another head: another key
+    assert other.export.parent != head.export.parent and other.export.name == "vllm-medusa"
+
+
+def test_the_url_reaches_a_wildcard_host_through_the_loopback():
+    assert local_url("127.0.0.1", 8000) == "http://127.0.0.1:8000"
+    assert local_url("0.0.0.0", 80) == "http://127.0.0.1:80" and local_url("::", 80) == "http://[::1]:80"
