@@ -3,7 +3,7 @@ with the rest of headstart's vLLM code in `headstart.serve`; training reaches it
 `train/distill.py`'s `choose_backend`.
 
 vLLM is not a dependency of headstart: it runs in the serving environment (`.venv-vllm`, `make vllm`;
-its CPU build where there is no CUDA GPU) as a worker process (`headstart.serve.job.VllmWorker`, the
+its CPU build where there is no CUDA GPU) as a worker process (`headstart.serve.worker.VllmWorker`, the
 engine runner serve-check uses) that keeps the target loaded for the whole run. Prompts go in as token
 ids rendered by the target's own chat template and answers come back as token ids, so both backends
 share every other step of distillation (sorting, turns, resume, output rows), and the HF path stays
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from headstart.serve.job import ServingError, VllmWorker, plain_engine, vllm_job, vllm_python
+from headstart.serve.worker import ServingError, VllmWorker, vllm_job, vllm_python
 from headstart.target import Target
 
 
@@ -38,7 +38,7 @@ def vllm_backend(target: Target, kv_cache_gib: int = 2):
     model = getattr(target.config, "_name_or_path", None) or target.name
     eos = target.model.generation_config.eos_token_id
     stop_ids = sorted(set(eos if isinstance(eos, list) else [eos]) | {target.tokenizer.eos_token_id})
-    job = vllm_job(model, [], [plain_engine()], str(target.dtype).removeprefix("torch."), 0, stop_ids,
+    job = vllm_job(model, [], [], str(target.dtype).removeprefix("torch."), 0, stop_ids,
                    kv_cache_gib=kv_cache_gib, compiled=torch.cuda.is_available(),
                    max_model_len=target.max_position_embeddings or None, revision=target.revision)
     try:

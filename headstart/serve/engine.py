@@ -31,8 +31,8 @@ every engine in turn, the order rotating by one engine per prompt: a machine who
 the minutes of a run (a shared CPU does: docs/results.md#serving-checks) then slows every engine alike, which one
 engine after the other cannot promise. Records then carry "interleaved": true.
 
-As a worker (`python -m headstart.serve.engine --worker`, `headstart.serve.job.VllmWorker`; distillation's
-vLLM backend), it reads JOB.json (its first engine, no prompts) as the first line of stdin, loads that engine
+As a worker (`python -m headstart.serve.engine --worker`, `headstart.serve.worker.VllmWorker`; distillation's
+vLLM backend), it reads JOB.json (no prompts; its first engine, plain when it lists none) as the first line of stdin, loads that engine
 in this process and answers `{"ready": true, "vllm": version, "load_seconds": s}` (or `{"error": ...}` and
 exits 1); then each further line of stdin is a request, `{"prompts": [[ids], ...], "max_tokens", "temperature",
 "top_p", "seed", "stop_token_ids"}`, generated as one batch, and answered by one line `{"outputs": [[new ids], ...]}`
@@ -284,7 +284,7 @@ def work(requests, answers) -> int:
 
     record, llm = {}, None
     try:
-        llm = load_engine(job, job["engines"][0], record)
+        llm = load_engine(job, (job["engines"] or [{"name": "plain"}])[0], record)
     except Exception as e:
         traceback.print_exc()
         answer({"error": f"{type(e).__name__}: {e}"})
