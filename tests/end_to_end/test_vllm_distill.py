@@ -4,7 +4,8 @@ speaking token ids (headstart.serve.job.VllmWorker), gives the same rows as HF g
 On test_vllm.py's tiny float32 target saved to a folder (with a second stop token that its greedy
 answers meet, so that some answers stop and others run to the length limit): the same greedy answers
 token for token, the same rows and fields, and an interrupted output (one batch written and a torn
-line) resumed by `headstart distill` to the HF run's file. The tests that run vLLM are marked `vllm`
+line) resumed by `headstart distill` to the HF run's file; a target vLLM cannot load is refused before
+anything is written. The tests that run vLLM are marked `vllm`
 (`make test` deselects them, `make test-vllm` runs them) and skip as test_vllm.py's do; the
 one-line error without .venv-vllm runs in `make test` (no vLLM is started).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -22,6 +24,7 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import DistillConfig
+from headstart.serve.worker import ServingError
 from headstart.target import Target
 from headstart.train.distill import distill
 from tests.end_to_end.test_vllm import require_vllm, tiny_llama
@@ -110,6 +113,21 @@ def test_interrupted_vllm_distillation_resumes_to_the_same_file(setup):
     stats = json.loads(proc.stdout)
     assert stats["skipped_batches"] == 1 and stats["new_rows"] == len(ROWS) - 2
     assert part.read_text() == setup["hf"]
+
+
+@pytest.mark.vllm
+def test_a_target_vllm_cannot_load_is_refused_before_anything_is_written(setup, tmp_path):
+    """The target's folder loses its weights after transformers loaded them: vLLM's load fails, the error
+    names `make vllm` and the output is not created."""
+    folder = tmp_path / "target"
+    shutil.copytree(setup["tmp"] / "target", folder)
+    target = Target.from_pretrained(folder, dtype=torch.float32)
+    (folder / "model.safetensors").unlink()
+    cfg = replace(setup["cfg"], output=str(tmp_path / "out" / "rows.jsonl"), backend="vllm")
+    with pytest.raises(ServingError, match="could not load the target") as refused:
+        distill(target, cfg, progress=False)
+    assert "make vllm" in str(refused.value)
+    assert not (tmp_path / "out").exists()
 
 
 def test_missing_vllm_environment_is_one_error_line(tmp_path, smol_folder):
