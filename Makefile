@@ -79,18 +79,19 @@ demo-quick: setup
 test: setup chromium
 	@find $${TORCH_EXTENSIONS_DIR:-$$HOME/.cache/torch_extensions} -name lock -mmin +10 -print -delete 2>/dev/null | sed 's/^/removed a stale build lock: /' || true
 	@$(VENV)/bin/ruff check --quiet . && echo "ruff: clean"
-	@$(PY) -m pytest -q tests --ignore=tests/end_to_end/test_vllm.py
+	@$(PY) -m pytest -q tests --ignore=tests/end_to_end/test_vllm.py -m "not fuzz and not vllm"
 
-# vLLM loads and decodes every served layout (about 5 minutes; its own target, as make test must stay short)
+# vLLM loads and decodes every served layout (about 5 minutes; its own target, as make test must stay short),
+# and distils through vLLM (distill.backend=vllm) to the HF backend's rows
 test-vllm: setup vllm
-	@$(PY) -m pytest -q tests/end_to_end/test_vllm.py
+	@$(PY) -m pytest -q tests/end_to_end/test_vllm.py tests/end_to_end/test_vllm_distill.py
 
 # The long generated-input run (hundreds of examples per test, derandomized; CI runs it too)
 test-fuzz: setup
 	@$(PY) -m pytest -q -m fuzz tests/end_to_end/test_fuzz.py
 
 test-fast: setup chromium
-	@$(PY) -m pytest -q tests -m "not embedded" --ignore=tests/end_to_end/test_vllm.py
+	@$(PY) -m pytest -q tests -m "not embedded and not fuzz and not vllm" --ignore=tests/end_to_end/test_vllm.py
 
 test-embedded: setup
 	@$(PY) -m pytest -q tests -m embedded

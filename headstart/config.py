@@ -107,7 +107,7 @@ class DistillConfig:
     seed: int = _f(0, "seed for sampling")
     system_prompt: str | None = _f(None, "system message put before every prompt; None = the template's default")
     shard_size: int = _f(0, "rows per output shard (output-00000.jsonl, ...; whole batches); 0 = one file", ge=0)
-    backend: str = _f("hf", "generation backend: hf (transformers generate), vllm, or auto (vllm when importable and a GPU is present)")
+    backend: str = _f("hf", "generation backend: hf (transformers generate), vllm (in .venv-vllm, make vllm), or auto (vllm where a CUDA GPU and .venv-vllm are present)")
 
 
 @dataclass

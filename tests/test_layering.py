@@ -5,7 +5,7 @@ engine's tree and cache types; the decoding loop knows heads only through the `D
 train on heads and the core, never on decode; eval on decode and heads, never on train; serve
 (headstart/serve/, everything of vLLM) on eval, decode, heads and the core, never on train, and
 imported by none of them: train's distillation alone reaches its vLLM backend (`LATERAL`), which
-imports only the core; the CLI and the demo on top. Every import counts, those inside functions
+imports only the core and serve's modules that import only the core; the CLI and the demo on top. Every import counts, those inside functions
 too (a lazy import still runs).
 """
 
@@ -36,6 +36,7 @@ ALLOWED = {
 }
 #: the imports allowed against the layers, each made inside a function: train's distillation generating
 #: with vLLM (`distill.backend: vllm`) reaches serve's vLLM backend, a module that imports only the core
+#: (and serve/worker.py, itself only on the core)
 LATERAL = {("headstart.train.distill", "headstart.serve.distill_backend")}
 
 
@@ -238,14 +239,18 @@ def test_heads_and_decode_never_import_training_code():
 
 def test_serving_is_imported_from_above_only():
     """Nothing below serve imports it, but for the `LATERAL` imports: each made inside a function, of a
-    module that imports nothing above the core, so training reaches no more of headstart through it."""
+    module that imports nothing above the core but serve's modules that import only the core, so training
+    reaches no more of headstart through it."""
     files = module_files()
     below = {(a, b): imports for (a, b), imports in folder_edges().items() if b == "serve" and a != "top"}
     assert set(below) == {("train", "serve")}, below  # the checker sees the lateral import
     assert {tuple(i.split(" -> ")) for imports in below.values() for i in imports} == LATERAL
     for importer, imported in LATERAL:
         assert imported not in imported_modules(files[importer], set(files), module_level=True), f"{importer}: import {imported} lazily"
-        assert {layer(m) for m in imported_modules(files[imported], set(files))} <= {"core"}, imported
+        reached = imported_modules(files[imported], set(files))
+        assert {layer(m) for m in reached} <= {"core", "serve"}, imported
+        for m in reached - {imported}:
+            assert layer(m) == "core" or {layer(n) for n in imported_modules(files[m], set(files))} <= {"core"}, (imported, m)
 
 
 def test_vllm_environment_imports_only_the_decode_tables():

@@ -15,7 +15,6 @@ order, the generation settings) are kept beside the output (`out.distill.json` b
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -98,9 +97,11 @@ def hf_backend(target: Target) -> Generate:
 
 
 def backend_name(name: str) -> str:
-    """hf or vllm; auto is vLLM when it is importable and a CUDA GPU is present, else HF generate."""
+    """hf or vllm; auto is vLLM where it is usable (a CUDA GPU and the serving environment, `make vllm`), else HF generate."""
     if name == "auto":
-        return "vllm" if importlib.util.find_spec("vllm") and torch.cuda.is_available() else "hf"
+        from headstart.serve.distill_backend import vllm_usable
+
+        return "vllm" if vllm_usable() else "hf"
     if name not in ("hf", "vllm"):
         raise DataError(f"distill.backend must be hf, vllm or auto, got {name!r}")
     return name
@@ -304,6 +305,7 @@ def _distill(target: Target, cfg: DistillConfig, progress: bool, generate: Gener
                 f"exceeds the target's context of {limit} tokens. Shorten it or lower distill.max_new_tokens."
             )
     batches = _plan_batches(lengths, cfg.batch_size, cfg.sort_window)
+    generate = generate or choose_backend(target, cfg.backend)  # vLLM loads here: a failure leaves the output untouched
 
     out = Path(cfg.output)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -320,7 +322,6 @@ def _distill(target: Target, cfg: DistillConfig, progress: bool, generate: Gener
         todo = todo[:max_batches]
     stats = {"prompts": len(rows), "skipped_batches": len(batches) - len(todo), "new_rows": 0, "new_turns": 0,
              "new_tokens": 0, "turns_cut_by_context": 0, "read": read_stats}
-    generate = generate or choose_backend(target, cfg.backend)
 
     start = time.perf_counter()
     bar = tqdm(total=sum(len(b) for b in todo), desc="distill", unit="conv", disable=not progress)

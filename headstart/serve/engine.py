@@ -6,7 +6,7 @@ dependencies), never in headstart's own; this module imports nothing but the sta
     .venv-vllm/bin/python -m headstart.serve.engine JOB.json OUT.json
 
 JOB.json:
-    {"model": "path/to/target", "dtype": "float32", "max_model_len": 512, "kv_cache_gib": 1,
+    {"model": "path/to/target", "revision": null, "dtype": "float32", "max_model_len": 512, "kv_cache_gib": 1,
      "prompts": [[1, 2, 3], ...],            # token ids (rendered by headstart's chat template)
      "max_tokens": 32, "ignore_eos": false, "stop_token_ids": [2],
      "engines": [{"name": "plain", "speculative_config": null},
@@ -15,6 +15,7 @@ JOB.json:
                  {"name": "hybrid", "speculative_config": {...}, "env": {"HEADSTART_HYBRID": "1"}}]}
 
 An engine's "env" is set while the engine is created (headstart's vLLM plugin reads HEADSTART_HYBRID then).
+"temperature", "top_p" and "seed" in JOB.json sample instead of greedy decoding (vLLM's per-request seed).
 
 OUT.json: {"vllm": version, "torch": version, "engines": [one record per engine]}, each record
 {"name", "ok", "error", "load_seconds", "seconds", "prompt_seconds" (each prompt's), "tokens", "outputs" (new token ids per prompt),
@@ -29,6 +30,14 @@ With `"interleave": true` in JOB.json all engines are loaded at once, in this pr
 every engine in turn, the order rotating by one engine per prompt: a machine whose speed drifts over
 the minutes of a run (a shared CPU does: docs/results.md#serving-checks) then slows every engine alike, which one
 engine after the other cannot promise. Records then carry "interleaved": true.
+
+As a worker (`python -m headstart.serve.engine --worker`, `headstart.serve.worker.VllmWorker`; distillation's
+vLLM backend), it reads JOB.json (no prompts; its first engine, plain when it lists none) as the first line of stdin, loads that engine
+in this process and answers `{"ready": true, "vllm": version, "load_seconds": s}` (or `{"error": ...}` and
+exits 1); then each further line of stdin is a request, `{"prompts": [[ids], ...], "max_tokens", "temperature",
+"top_p", "seed", "stop_token_ids"}`, generated as one batch, and answered by one line `{"outputs": [[new ids], ...]}`
+(or `{"error": ...}`). The answers are the only lines on stdout (vLLM's own log goes to stderr); the
+worker ends at the end of stdin.
 
 vLLM starts its engine process by spawn, hence the __main__ guard.
 """
@@ -158,6 +167,7 @@ def load_engine(job: dict, engine: dict, record: dict):
     with environment(engine.get("env") or {}):  # read as the engine is created (headstart's hybrid: HEADSTART_HYBRID)
         llm = LLM(
             model=job["model"],
+            revision=job.get("revision"),
             dtype=job.get("dtype", "float32"),
             max_model_len=job.get("max_model_len", 512),
             enforce_eager=not job.get("compiled"),  # compiled: vLLM's own default (torch.compile); eager starts sooner
@@ -170,8 +180,9 @@ def load_engine(job: dict, engine: dict, record: dict):
     record["load_seconds"] = time.perf_counter() - start
     record["draft_config"] = draft_config(llm)
     count_spec_stats(llm)
-    llm.generate([{"prompt_token_ids": list(job["prompts"][0])}], SamplingParams(temperature=0.0, max_tokens=4, detokenize=False),
-                 use_tqdm=False)
+    if job.get("prompts"):  # a worker's job has none
+        llm.generate([{"prompt_token_ids": list(job["prompts"][0])}], SamplingParams(temperature=0.0, max_tokens=4, detokenize=False),
+                     use_tqdm=False)
     return llm
 
 
@@ -191,9 +202,12 @@ def environment(variables: dict):
 
 
 def sampling(job: dict):
+    """The job's sampling: greedy unless it gives a temperature above 0 (then its top_p and seed)."""
     from vllm import SamplingParams
 
-    return SamplingParams(temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=bool(job.get("ignore_eos")),
+    temperature = job.get("temperature") or 0.0
+    return SamplingParams(temperature=temperature, top_p=job.get("top_p", 1.0) if temperature > 0 else 1.0, seed=job.get("seed"),
+                          max_tokens=job["max_tokens"], ignore_eos=bool(job.get("ignore_eos")),
                           stop_token_ids=job.get("stop_token_ids") or None, detokenize=False)
 
 
@@ -255,7 +269,46 @@ def run_interleaved(job: dict) -> list[dict]:
     return records
 
 
+def work(requests, answers) -> int:
+    """The worker: the job from the first line of `requests`, its first engine loaded, then one answer
+    line on `answers` per request line (see the module's docstring)."""
+
+    def answer(message: dict) -> None:
+        answers.write(json.dumps(message) + "\n")
+        answers.flush()
+
+    job = json.loads(requests.readline())
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(job.get("kv_cache_gib", 1)))
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: it ends with the worker
+    import vllm
+
+    record, llm = {}, None
+    try:
+        llm = load_engine(job, (job["engines"] or [{"name": "plain"}])[0], record)
+    except Exception as e:
+        traceback.print_exc()
+        answer({"error": f"{type(e).__name__}: {e}"})
+        return 1
+    answer({"ready": True, "vllm": vllm.__version__, "load_seconds": record["load_seconds"]})
+    try:
+        for line in requests:
+            request = {**job, **json.loads(line)}
+            try:
+                outs = llm.generate([{"prompt_token_ids": list(p)} for p in request["prompts"]], sampling(request), use_tqdm=False)
+                answer({"outputs": [list(o.outputs[0].token_ids) for o in outs]})
+            except Exception as e:
+                traceback.print_exc()
+                answer({"error": f"{type(e).__name__}: {e}"})
+    finally:
+        close(llm)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--worker"]:
+        answers = os.fdopen(os.dup(1), "w")  # the answers' own channel: everything else printed to stdout goes to stderr
+        os.dup2(2, 1)
+        return work(sys.stdin, answers)
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2

