@@ -334,6 +334,27 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise RecipeError(f"override '{text}': the value is not valid YAML ({problem}); quote a text value") from None
 
 
+def override_keys(overrides: list[str] | tuple[str, ...]) -> frozenset[str]:
+    """The dotted keys that overrides set, a mapping value counted key by key: ['decode.depth=3',
+    'decode={top_k: 2}'] -> {'decode.depth', 'decode.top_k'}. What a command line chose, as data."""
+    keys: set[str] = set()
+    for text in overrides:
+        key, value = parse_override(text)
+        keys |= _leaf_keys(key, value)
+    return frozenset(keys)
+
+
+def _leaf_keys(key: str, value: Any) -> set[str]:
+    if isinstance(value, dict) and value:
+        return {leaf for k, v in value.items() for leaf in _leaf_keys(f"{key}.{k}", v)}
+    return {key}
+
+
+def section_fields(keys: frozenset[str] | set[str], section: str) -> frozenset[str]:
+    """The fields of `section` among dotted keys: ({'decode.depth', 'eval.seed'}, 'decode') -> {'depth'}."""
+    return frozenset(k.split(".")[1] for k in keys if k.startswith(section + "."))
+
+
 _OVERRIDE = re.compile(r"[A-Za-z_]\w*(\.\w+)+=")  # section.key=value (a dotted key, then the value)
 
 

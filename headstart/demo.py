@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from headstart.config import load_recipe, recipe_to_dict
+from headstart.config import load_recipe, override_keys, recipe_to_dict, section_fields
 from headstart.jsonl import read_jsonl
 
 DEMO_RECIPE = "recipes/smollm2-135m/medusa.yaml"
@@ -118,12 +118,12 @@ def run_demo(
     print(f"      held-out top-1 per depth {held['top1']}" + (f", top-5 {held['top5']}" if "top5" in held else "")
           + f", simulated τ {held['sim_accept_length']}", flush=True)
 
-    from headstart.decode.tune import format_tuning, given_decode_fields, tune_tree
+    from headstart.decode.tune import format_tuning, tune_tree
     from headstart.heads.checkpoint import load_heads
     from headstart.heads.results import set_default_tree
 
     head = load_heads(summary["final"], target=target)
-    given = given_decode_fields(overrides)  # a tree set on the demo's command line beats the tuned one
+    given = section_fields(override_keys(overrides), "decode")  # a tree set on the demo's command line beats the tuned one
     if _should_tune(head, recipe.decode.tree, given):
         print("      choosing the tree for this machine (tune-tree):", flush=True)
         tree, table = tune_tree(target, head, **_tuning(head, quick))

@@ -3,7 +3,16 @@ import typing
 
 import pytest
 
-from headstart.config import Bounds, Recipe, RecipeError, load_recipe, parse_override, split_overrides
+from headstart.config import (
+    Bounds,
+    Recipe,
+    RecipeError,
+    load_recipe,
+    override_keys,
+    parse_override,
+    section_fields,
+    split_overrides,
+)
 from tests.helpers import ROOT
 
 RECIPES = sorted(ROOT.glob("recipes/*/*.yaml"))
@@ -35,6 +44,14 @@ def test_overrides_and_types():
     assert r.train.lr == 3e-4 and r.head.num_heads == 4 and r.data.train_files == ["a.jsonl", "b.jsonl"]
     assert r.train.max_minutes is None
     assert parse_override("train.epochs=2") == ("train.epochs", 2)
+
+
+def test_the_keys_a_command_line_sets_are_data():
+    """The CLI records the dotted keys its overrides set (a mapping value key by key); decode's tree
+    precedence reads the decode fields among them, never the override text."""
+    keys = override_keys(["decode.total_tokens=5", "eval.num_prompts=2", "decode={depth: 3, top_k: 2}", "train={}"])
+    assert keys == {"decode.total_tokens", "decode.depth", "decode.top_k", "eval.num_prompts", "train"}
+    assert section_fields(keys, "decode") == {"total_tokens", "depth", "top_k"} and section_fields(keys, "head") == set()
 
 
 @pytest.mark.parametrize(
