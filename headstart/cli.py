@@ -107,8 +107,8 @@ def cmd_train(args) -> int:
     with run_lock(recipe):  # before the target loads: a second run into output_dir is refused at once
         with zero3_loading(recipe):  # a ZeRO-3 recipe partitions the target across processes as it loads
             target = _target(recipe)
-        result = train(recipe, target)
-    print(json.dumps(result, indent=2))
+        summary = train(recipe, target)
+    print(json.dumps({**summary.record(), "final": str(summary.final)}, indent=2))
     return 0
 
 

@@ -63,12 +63,12 @@ def _tuning(head, quick: bool) -> dict:
     return {"sizes": (4, 8)}
 
 
-def _summary_line(report: dict, summary: dict, minutes: float) -> str:
+def _summary_line(report: dict, steps: int, minutes: float) -> str:
     """What a user of a head-training framework wants first: the head's margin over decoding without
     it (greedy), and how much training the clock allowed on this machine."""
     greedy = next((r for r in report["results"] if r["temperature"] == 0), report["results"][0])
     margin = greedy.get("head_margin")
-    trained = f"the head trained {summary.get('steps', '?')} steps in {minutes:g} min"
+    trained = f"the head trained {steps} steps in {minutes:g} min"
     if margin is None:
         return f"summary: {trained}"
     speed = {e["label"]: e["speedup"] for e in greedy["methods"]}
@@ -114,20 +114,19 @@ def run_demo(
 
     print(f"[3/4] training a {kind} head for {recipe.train.max_minutes} min on {', '.join(recipe.data.train_files)}", flush=True)
     summary = train(recipe, target)
-    held = summary["heldout"]
+    held = summary.heldout
     print(f"      held-out top-1 per depth {held['top1']}" + (f", top-5 {held['top5']}" if "top5" in held else "")
           + f", simulated τ {held['sim_accept_length']}", flush=True)
 
     from headstart.decode.tune import format_tuning, tune_tree
-    from headstart.heads.checkpoint import load_heads
     from headstart.heads.results import set_default_tree
 
-    head = load_heads(summary["final"], target=target)
+    head = summary.head  # as loading summary.final would give it
     given = section_fields(override_keys(overrides), "decode")  # a tree set on the demo's command line beats the tuned one
     if _should_tune(head, recipe.decode.tree, given):
         print("      choosing the tree for this machine (tune-tree):", flush=True)
         tree, table = tune_tree(target, head, **_tuning(head, quick))
-        set_default_tree(head, tree, folder=summary["final"], tuning=table)  # the head's own, saved and in memory
+        set_default_tree(head, tree, folder=summary.final, tuning=table)  # the head's own, saved and in memory
         print("\n".join("      " + line for line in format_tuning(table).splitlines()), flush=True)
     lookup = ", with lookup branches and corpus trees (hybrid), lookup alone, corpus + lookup" if recipe.decode.prompt_lookup else ""
     print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative{lookup}, HF generate, "
@@ -135,7 +134,7 @@ def run_demo(
     report = evaluate(target, head, recipe.decode, recipe.eval, given=given)
     out = Path(recipe.eval.output)
     run = {
-        "distill": distill_stats, "train": summary, "recipe": recipe_to_dict(recipe),
+        "distill": distill_stats, "train": {**summary.record(), "final": str(summary.final)}, "recipe": recipe_to_dict(recipe),
         "total_minutes": round((time.perf_counter() - started) / 60, 1),
     }
     out.with_name("demo.json").write_text(json.dumps(run, indent=2) + "\n")  # eval.json keeps to its schema
@@ -143,7 +142,7 @@ def run_demo(
     print(format_table(report))
     print(f"\nresults: {out} (JSON, docs/eval.md), {out.with_suffix('.md')} (tables), {out.with_suffix('.png')} (plot: "
           f"acceptance per depth, accepted drafts per step, tokens/s), {out.with_suffix('.html')} (every verification step)")
-    print(f"run details: {out.with_name('demo.json')}; head: {summary['final']}")
-    print(_summary_line(report, summary, recipe.train.max_minutes))
+    print(f"run details: {out.with_name('demo.json')}; head: {summary.final}")
+    print(_summary_line(report, summary.steps, recipe.train.max_minutes))
     print(f"demo took {run['total_minutes']} min")
     return 0

@@ -58,8 +58,8 @@ def main() -> None:
         if not (args.reuse and (folder / "final" / "config.json").is_file()):
             print(f"training {name} for {args.minutes} min", flush=True)
             s = train(recipe, target)
-            trained[name] = {"steps": s["steps"], "seconds": s["train_seconds"], "examples_seen": s["steps"] * recipe.train.batch_size,
-                             "heldout": s["heldout"]}
+            trained[name] = {"steps": s.steps, "seconds": s.train_seconds, "examples_seen": s.steps * recipe.train.batch_size,
+                             "heldout": s.heldout}
         heads[name] = load_heads(folder / "final", target=target)  # Medusa-2's puts its adapter on `adapted`
     assert adapted.adapter is not None and base.adapter is None
 

@@ -188,18 +188,19 @@ def adapted_head(folder):
     return folder
 
 
-def assert_reloads_and_decodes_losslessly(summary: dict, head, target) -> object:
-    """The trained head saved in `summary['final']` loads with the same tensors and decodes a prompt exactly
-    as the target does greedily; returns the loaded head."""
+def assert_reloads_and_decodes_losslessly(summary, target) -> object:
+    """The trained head saved in `summary.final` loads with the tensors of the one in memory (`summary.head`)
+    and decodes a prompt exactly as the target does greedily; returns the loaded head."""
     from headstart.decode.generate import SpeculativeGenerator
     from headstart.decode.plain import greedy_generate
 
-    loaded = hs.load_heads(summary["final"], target=target)
-    for name, value in head.state_dict().items():
+    loaded = hs.load_heads(summary.final, target=target)
+    for name, value in summary.head.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value), name
     prompt = torch.tensor([target.tokenizer("count from 7").input_ids])
     ref = greedy_generate(target, prompt, 16, eos_token_id=[])
-    assert torch.equal(SpeculativeGenerator(target, loaded).generate(prompt, 16, eos_token_id=[]).sequences, ref.sequences)
+    for head in (loaded, summary.head):
+        assert torch.equal(SpeculativeGenerator(target, head).generate(prompt, 16, eos_token_id=[]).sequences, ref.sequences)
     return loaded
 
 

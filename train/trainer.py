@@ -74,6 +74,38 @@ class TrainingData:
 
 
 @dataclass
+class TrainSummary:
+    """What `train` returns: the trained head in memory, ready to decode as loading its folder gives it
+    (the target's dtype and device, eval mode, its corpus table), with the run's figures and paths.
+    `record()` is the part that train_summary.json and the final head's config.json keep."""
+
+    head: nn.Module
+    steps: int  # optimizer steps, those before a resume included
+    train_seconds: float  # wall-clock seconds of this session's training
+    train_loss: float  # mean training loss over every step of the run
+    data: dict  # what reading found (train/data.py's build_examples): rows, skipped, truncated
+    train_examples: int
+    heldout_examples: int
+    heldout: dict  # held-out accuracy: per-depth top-1 (and top-5), the τ proxy, ...
+    best_checkpoint: dict | None  # by the simulated τ of the training window before each save
+    output_dir: Path
+    final: Path  # the final head's folder, output_dir/final
+
+    def record(self) -> dict:
+        """The run's figures as JSON data (train_summary.json), without the head and the paths."""
+        return {
+            "steps": self.steps,
+            "train_seconds": self.train_seconds,
+            "train_loss": self.train_loss,
+            "data": self.data,
+            "train_examples": self.train_examples,
+            "heldout_examples": self.heldout_examples,
+            "heldout": self.heldout,
+            "best_checkpoint": self.best_checkpoint,
+        }
+
+
+@dataclass
 class Outcome:
     """What the Trainer's run gave."""
 
@@ -82,8 +114,9 @@ class Outcome:
     loss: float  # mean training loss over every step of the run, those before a resume included
 
 
-def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> dict:
-    """Train the recipe's head on `target`; returns a summary. The final head is in output_dir/final.
+def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> TrainSummary:
+    """Train the recipe's head on `target`; returns its summary, the trained head in it. The final head is
+    saved in output_dir/final.
 
     head: train this head instead of a new one (or head.init_from's). The run holds the lock on
     train.output_dir throughout (headstart/lock.py): a second run into it is refused.
@@ -99,7 +132,7 @@ def run_lock(recipe: Recipe):
     return output_lock(recipe.train.output_dir, "train.output_dir", "headstart train")
 
 
-def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> dict:
+def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> TrainSummary:
     start = _start_run(recipe, target)
     torch.manual_seed(recipe.train.seed)
     data = _read_data(recipe, target)
@@ -116,9 +149,10 @@ def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> dict:
     head = unpartitioned(trainer, head, target).eval()
     heldout = _measure(head, target, data.heldout, recipe.train)
     _log_heldout(trainer, heldout)
-    summary = _summary(outcome, data, heldout, trainer.best)
-    final = _save(trainer, head, recipe, summary, data.train)
-    return {**summary, "final": str(final)}
+    summary = _summary(head, outcome, data, heldout, trainer.best, Path(recipe.train.output_dir))
+    head.corpus = _save(trainer, summary, recipe, data.train)
+    head.to(device=target.device, dtype=target.dtype).requires_grad_(False)  # as loading final/ gives it
+    return summary
 
 
 def _start_run(recipe: Recipe, target: Target) -> RunStart:
@@ -277,33 +311,39 @@ def _log_heldout(trainer: HeadTrainer, accuracy: dict) -> None:
         trainer.log(per_depth)
 
 
-def _summary(outcome: Outcome, data: TrainingData, accuracy: dict, best: dict | None) -> dict:
-    """The run's summary, as train_summary.json and the final head's config.json record it."""
-    return {
-        "steps": outcome.steps,
-        "train_seconds": round(outcome.seconds, 1),
-        "train_loss": round(outcome.loss, 4),
-        "data": data.stats,
-        "train_examples": len(data.train),
-        "heldout_examples": len(data.heldout),
-        "heldout": {k: v for k, v in accuracy.items() if k != "topk_accuracy"},
-        "best_checkpoint": best,  # by the simulated τ of the training window before each save
-    }
+def _summary(head: nn.Module, outcome: Outcome, data: TrainingData, accuracy: dict, best: dict | None,
+             output_dir: Path) -> TrainSummary:
+    """The run's summary, the trained head in it."""
+    return TrainSummary(
+        head=head,
+        steps=outcome.steps,
+        train_seconds=round(outcome.seconds, 1),
+        train_loss=round(outcome.loss, 4),
+        data=data.stats,
+        train_examples=len(data.train),
+        heldout_examples=len(data.heldout),
+        heldout={k: v for k, v in accuracy.items() if k != "topk_accuracy"},
+        best_checkpoint=best,
+        output_dir=output_dir,
+        final=output_dir / "final",
+    )
 
 
-def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict, train_examples: list[Example]) -> Path:
-    """Write the final head to output_dir/final (its config.json holds the summary and the recipe)
-    and train_summary.json beside it; returns the final head's folder."""
-    out = Path(recipe.train.output_dir)
+def _save(trainer: HeadTrainer, summary: TrainSummary, recipe: Recipe, train_examples: list[Example]):
+    """Write the final head to output_dir/final (its config.json holds the summary's record and the recipe)
+    and train_summary.json beside it; returns the corpus table of the training answers saved with it (None
+    when train.corpus_ngram is 0, and in the processes that do not write)."""
+    head, record, cfg = summary.head, summary.record(), recipe.train
+    table = None
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
         needed = sum(v.numel() * v.element_size() for v in head.state_dict().values()) + (1 << 16)
-        with space_for(out, needed, "the final head"), staged_folder(out / "final") as tmp:
-            head.save_pretrained(tmp, trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
-            if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
-                save_corpus(tmp, train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens)
-        with space_for(out, 1 << 16, TRAIN_SUMMARY):
-            write_json(out / TRAIN_SUMMARY, summary)
-    return out / "final"
+        with space_for(summary.output_dir, needed, "the final head"), staged_folder(summary.final) as tmp:
+            head.save_pretrained(tmp, trainer.target, extra={"training": record, "recipe": recipe_to_dict(recipe)})
+            if cfg.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
+                table = save_corpus(tmp, train_examples, cfg.corpus_ngram, cfg.corpus_ngram_tokens)
+        with space_for(summary.output_dir, 1 << 16, TRAIN_SUMMARY):
+            write_json(summary.output_dir / TRAIN_SUMMARY, record)
+    return table
 
 
 def build_head(recipe: Recipe, target: Target, examples):

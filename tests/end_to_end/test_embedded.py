@@ -93,7 +93,7 @@ def test_medusa2_with_kl_keeps_smollm2_greedy_output(tmp_path, smol32):
     before = [greedy_generate(smol32, x, 24).sequences for x in ids]
     try:
         summary = train(recipe, smol32)
-        assert summary["steps"] == 4 and smol32.adapter is not None
+        assert summary.steps == 4 and smol32.adapter is not None
         assert any(v.abs().sum() > 0 for k, v in smol32.model.state_dict().items() if "lora_B" in k)
         after = [greedy_generate(smol32, x, 24).sequences for x in ids]
     finally:

@@ -145,7 +145,7 @@ def test_training_moves_the_head_not_the_target_and_the_record_round_trips(tmp_p
     assert config["head"]["init_from_target"] == record and config["recipe"]["head"]["init_from_target"] is True
     saved = read_safetensors(final / "model.safetensors")
     assert set(saved) == set(head.state_dict()), "the head saves its own tensors and no target weight"
-    loaded = hs.load_heads(summary["final"], target=target)
+    loaded = hs.load_heads(summary.final, target=target)
     assert loaded.layer_copy == head.layer_copy and loaded.layer_copy.to_json() == record
     for name, value in head.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value.to(loaded.state_dict()[name].dtype)), name

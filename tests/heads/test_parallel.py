@@ -172,8 +172,8 @@ def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shape
     assert "mask_hidden" in dict(head.named_parameters())
     for name, value in target.model.state_dict().items():
         assert torch.equal(value, before[name]), f"target weight {name} changed"
-    assert len(summary["heldout"]["top1"]) == 3 and summary["heldout"]["sim_accept_length"] >= 1.0  # per position
-    loaded = assert_reloads_and_decodes_losslessly(summary, head, target)
+    assert len(summary.heldout["top1"]) == 3 and summary.heldout["sim_accept_length"] >= 1.0  # per position
+    loaded = assert_reloads_and_decodes_losslessly(summary, target)
     assert loaded.parallel_tokens == 3 and loaded.options["ptd_token_id"] == head.options["ptd_token_id"]
 
 
