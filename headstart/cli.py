@@ -23,7 +23,8 @@ from headstart.errors import HeadstartError
 
 def _recipe(args):
     """The recipe with this command line's overrides; the dotted keys they set go into `args.given`."""
-    from headstart.config import load_recipe, override_keys
+    from headstart.config import override_keys
+    from headstart.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides)
     args.given = override_keys(args.overrides)

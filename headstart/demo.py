@@ -18,8 +18,9 @@ import json
 import time
 from pathlib import Path
 
-from headstart.config import load_recipe, override_keys, recipe_to_dict, section_fields
+from headstart.config import override_keys, recipe_to_dict, section_fields
 from headstart.jsonl import read_jsonl
+from headstart.recipe import load_recipe
 
 DEMO_RECIPE = "recipes/smollm2-135m/medusa.yaml"
 QUICK = [

@@ -23,12 +23,13 @@ from pathlib import Path
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import load_recipe, parse_script_args
+from headstart.config import parse_script_args
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads
+from headstart.recipe import load_recipe
 from headstart.target import Target
 from headstart.train.trainer import train
 

@@ -45,8 +45,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from transformers import AutoModelForCausalLM, LlamaConfig, Trainer
 
-from headstart.config import load_recipe, parse_script_args
+from headstart.config import parse_script_args
 from headstart.decode.io import Clock
+from headstart.recipe import load_recipe
 from headstart.target import Target, resolve_dtype
 from headstart.train.data import Example, build_examples, collate
 from headstart.train.features import batch_features
@@ -199,7 +200,7 @@ def _step(module, batch: dict, optimizer, params, cfg, autocast, vocab: VocabTim
         out = batch_features(module.target, batch, module.heads.feature_layers)
         clock.lap("target_forward")
         with vocab if vocab is not None else nullcontext():
-            loss, _ = module.heads.training_loss(out, batch, module.target, cfg)
+            loss, _ = module.heads.training_loss(out, batch, module.target, module.options, module.shared)
         clock.lap("loss")
     loss.backward()
     clock.lap("backward")
@@ -220,7 +221,7 @@ def profile_kind(recipe, target, examples: list, steps: int = 5, warmup: int = 1
     cfg = recipe.train
     torch.manual_seed(cfg.seed)
     heads = build_head(recipe, target, examples).float().train()
-    module = TrainingModule(heads, target, cfg)
+    module = TrainingModule(heads, target, cfg, recipe.head.options, recipe.joint)
     bf16 = use_bf16(cfg, target)
     optimizer, params = _optimizer(module, cfg, bf16)
     device = target.device

@@ -30,6 +30,7 @@ from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.files import TRAIN_SUMMARY, space_for, staged_folder, write_json
 from headstart.heads.checkpoint import load_heads, save_corpus
 from headstart.heads.complement import draft_weights, free_hits
+from headstart.heads.losses import LossSettings
 from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy, trait
 from headstart.heads.vocab import frequent_tokens
 from headstart.jsonl import DataError
@@ -139,7 +140,7 @@ def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> TrainSumma
     _weigh_by_free_hits(recipe.train, data.train)
     head = _setup_head(recipe, target, data.train, head)
     _add_joint_adapter(recipe, target)
-    module = TrainingModule(head, target, recipe.train)
+    module = TrainingModule(head, target, recipe.train, recipe.head.options, recipe.joint)
     dataset = training_dataset(data.train, recipe.data.features_dir, target, head.feature_layers)  # online or cached
     _note_partitioning(recipe, target)
     plan = plan_schedule(recipe.train, module, dataset, start.resume)
@@ -147,7 +148,7 @@ def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> TrainSumma
     _resume_or_clear(trainer, recipe.train, start.resume)
     outcome = _run(trainer, start.resume)
     head = unpartitioned(trainer, head, target).eval()
-    heldout = _measure(head, target, data.heldout, recipe.train)
+    heldout = _measure(head, target, data.heldout, recipe)
     _log_heldout(trainer, heldout)
     summary = _summary(head, outcome, data, heldout, trainer.best, Path(recipe.train.output_dir))
     head.corpus = _save(trainer, summary, recipe, data.train)
@@ -165,11 +166,10 @@ def _start_run(recipe: Recipe, target: Target) -> RunStart:
 
 
 def check_recipe(recipe: Recipe) -> None:
-    """What `headstart train` checks before the target loads (minutes, for a large one): the head
-    kind, Medusa-2's preconditions, and the data: data.train_files named, and the rows of its local
-    files readable as conversations (a Hub dataset is read once the target is there)."""
-    if recipe.head.kind not in heads.REGISTRY:
-        raise RecipeError(f"head.kind: unknown kind {recipe.head.kind!r}; known: {', '.join(sorted(heads.REGISTRY))}")
+    """What `headstart train` checks before the target loads (minutes, for a large one), beyond what loading
+    the recipe checked (the head kind and its options): Medusa-2's preconditions, and the data:
+    data.train_files named, and the rows of its local files readable as conversations (a Hub dataset is
+    read once the target is there)."""
     _check_joint(recipe)
     if recipe.train.free_hit_weight < 1.0 and recipe.head.kind != "medusa":
         raise RecipeError(f"train.free_hit_weight: complementary training weighs Medusa heads' loss only; this recipe trains "
@@ -222,16 +222,19 @@ def _setup_head(recipe: Recipe, target: Target, examples: list[Example], head: n
             raise RecipeError(f"head.init_from: {recipe.head.init_from} holds a {head.kind} head, the recipe trains {recipe.head.kind}")
     if head is None:
         head = build_head(recipe, target, examples)
+    if head.kind != recipe.head.kind:  # it trains with the options of the recipe's kind
+        raise RecipeError(f"head.kind: the recipe trains a {recipe.head.kind} head, but the head given is a {head.kind} head: "
+                          f"set head.kind={head.kind}")
     return head.float().train()
 
 
 def _add_joint_adapter(recipe: Recipe, target: Target) -> None:
     """Medusa-2 (train.joint): LoRA adapters on the target, trained with the head."""
-    if not recipe.train.joint:
+    if not recipe.joint.enabled:
         return
     if target.adapter is not None:
         raise RecipeError("train.joint: the target already carries an adapter (a Medusa-2 head was loaded on it); train on a fresh target")
-    add_adapter(target, lora_config(recipe.train, target))
+    add_adapter(target, lora_config(recipe.joint, target))
 
 
 def _note_partitioning(recipe: Recipe, target: Target) -> None:
@@ -292,11 +295,12 @@ def _run(trainer: HeadTrainer, resume: Path | None) -> Outcome:
     return Outcome(steps=result.global_step, seconds=seconds, loss=trainer.run_loss(result))
 
 
-def _measure(head: nn.Module, target: Target, examples: list[Example], cfg: TrainConfig) -> dict:
+def _measure(head: nn.Module, target: Target, examples: list[Example], recipe: Recipe) -> dict:
     """Held-out accuracy: per-step top-1 and the τ proxy of the unrolled draft for a dynamic (EAGLE)
     head; per-depth top-k for a static one, kept as its `held_out` (static trees are built from it)."""
+    cfg = recipe.train
     if trait(head, "dynamic"):
-        return measure_steps(target, head, examples, cfg, batch_size=cfg.batch_size)
+        return measure_steps(target, head, examples, recipe.head.options, LossSettings.from_config(cfg), batch_size=cfg.batch_size)
     accuracy = measure_accuracy(target, head, examples, batch_size=cfg.batch_size)
     head.held_out = HeldOutAccuracy(accuracy["topk_accuracy"])
     return accuracy
@@ -349,9 +353,7 @@ def _save(trainer: HeadTrainer, summary: TrainSummary, recipe: Recipe, train_exa
 def build_head(recipe: Recipe, target: Target, examples):
     """A new head of the recipe's kind; its draft vocabulary counted over `examples`' answers."""
     hcfg = recipe.head
-    if hcfg.kind not in heads.REGISTRY:
-        raise ValueError(f"head.kind: unknown kind {hcfg.kind!r}; known: {', '.join(sorted(heads.REGISTRY))}")
-    cls = heads.REGISTRY[hcfg.kind]
+    cls = heads.head_class(hcfg.kind)
     options = heads.recipe_options(hcfg)
     if hcfg.draft_vocab_size is not None:  # None: the whole vocabulary
         from headstart.heads.options import check_draft_vocab_size
@@ -423,8 +425,8 @@ def partition_report(target: Target) -> str:
 
 def _check_joint(recipe: Recipe) -> None:
     """Medusa-2's preconditions, before any data is read or anything is written."""
-    cfg = recipe.train
-    if not cfg.joint:
+    cfg = recipe.joint
+    if not cfg.enabled:
         return
     if recipe.head.kind != "medusa":
         raise RecipeError(f"train.joint (Medusa-2) trains Medusa heads with LoRA adapters; head.kind is {recipe.head.kind!r}")
@@ -432,5 +434,5 @@ def _check_joint(recipe: Recipe) -> None:
         raise RecipeError(f"train.backbone_loss must be one of {BACKBONE_LOSSES}, got {cfg.backbone_loss!r}")
     if recipe.data.features_dir:
         raise RecipeError("train.joint changes the target's features while it trains: it cannot read an offline feature cache (unset data.features_dir)")
-    if zero_stage(cfg.deepspeed) == 3:
+    if zero_stage(recipe.train.deepspeed) == 3:
         raise RecipeError("train.joint is not supported with ZeRO-3 yet (the adapters would be partitioned); use scripts/ds_zero2.json")

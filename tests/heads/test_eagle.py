@@ -6,13 +6,13 @@ import pytest
 import torch
 
 import headstart as hs
-from headstart.config import TrainConfig, load_recipe
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.heads.checkpoint import CheckpointError
-from headstart.heads.eagle3 import ttt_mask
+from headstart.heads.eagle3 import Eagle3Options, ttt_mask
 from headstart.heads.feature_head import ArchitectureMismatch
+from headstart.recipe import load_recipe
 from headstart.target import float_mask
 from headstart.train.features import batch_features
 from headstart.train.trainer import build_head, train
@@ -139,10 +139,10 @@ def test_eagle3_learns_to_draft_what_the_target_writes():
     batch = batch_of(data)
     out = batch_features(target, batch, head.feature_layers)
     opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
-    cfg = TrainConfig(ttt_steps=3)
+    options = Eagle3Options(ttt_steps=3)
     head.train()
     for _ in range(150):
-        loss, metrics = head.training_loss(out, batch, target, cfg)
+        loss, metrics = head.training_loss(out, batch, target, options)
         opt.zero_grad()
         loss.backward()
         opt.step()

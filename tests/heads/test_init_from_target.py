@@ -10,12 +10,13 @@ import torch
 from torch import nn
 
 import headstart as hs
-from headstart.config import RecipeError, load_recipe
+from headstart.config import RecipeError
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.heads.init_from_target import DRAFT_LAYER, TargetLayerCopy
 from headstart.heads.options import HeadOptionsError
 from headstart.heads.reading import read_safetensors
+from headstart.recipe import load_recipe
 from headstart.train.trainer import build_head, train
 from tests.helpers import VOCAB, assert_close, smol_target, tiny_target, write_conversations
 

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 import transformers as tr
 
 import headstart as hs
-from headstart.config import load_recipe
 from headstart.errors import HeadstartError
 from headstart.heads.losses import LOSSES, Objective, hard_draft_loss, soft_draft_loss
+from headstart.recipe import load_recipe
 from headstart.target import Target
 from headstart.train.trainer import train
 from tests.helpers import assert_close, recipe

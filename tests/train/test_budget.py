@@ -10,7 +10,7 @@ import torch
 from transformers.trainer import SCHEDULER_NAME
 
 import headstart as hs
-from headstart.config import load_recipe
+from headstart.recipe import load_recipe
 from headstart.train.budget import (
     Plan,
     clock_of,

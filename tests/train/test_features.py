@@ -4,8 +4,8 @@ import random
 import pytest
 import torch
 
-from headstart.config import load_recipe
 from headstart.jsonl import DataError
+from headstart.recipe import load_recipe
 from headstart.train.data import ExampleDataset, build_examples, collate
 from headstart.train.features import (
     CachedFeatureDataset,

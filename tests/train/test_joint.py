@@ -129,7 +129,7 @@ def test_merge_export_and_bad_input(tmp_path, smol_shaped_target):  # noqa: F811
 
     # A target that already carries another adapter is refused, not silently double-adapted.
     other = fresh_copy(pristine)
-    add_adapter(other, lora_config(joint_recipe(tmp_path).train, other))
+    add_adapter(other, lora_config(joint_recipe(tmp_path).joint, other))
     with pytest.raises(CheckpointError, match="another adapter"):
         hs.load_heads(final, target=other)
     # A corrupt or missing adapter file is a clear error, and the target is left without half an adapter.

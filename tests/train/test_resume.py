@@ -15,8 +15,9 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from headstart.config import RecipeError, load_recipe
+from headstart.config import RecipeError
 from headstart.jsonl import DataError
+from headstart.recipe import load_recipe
 from headstart.target import Target
 from headstart.train.distill import distill
 from headstart.train.resume import ResumeError
