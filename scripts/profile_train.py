@@ -109,14 +109,14 @@ def vocab_widths(target, heads) -> set[int]:
     return {target.vocab_size} | ({draft} if draft else set())
 
 
-def ambiguous_widths(widths: set[int], batch: dict, target, cfg) -> set[int]:
+def ambiguous_widths(widths: set[int], batch: dict, target, ttt_steps: int) -> set[int]:
     """Vocabulary widths that another tensor of the step may share as its last dimension (then
     `VocabTime` would count calls on it): batch size, length and its multiples up to the training-
     time-test steps (EAGLE-3's masks), the hidden sizes of target and head."""
     b, t = batch["input_ids"].shape
     d = target.hidden_size
     others = {b, t, d, 2 * d, 3 * d, getattr(target.config, "intermediate_size", d)}
-    others |= {t * k for k in range(1, cfg.ttt_steps + 2)}
+    others |= {t * k for k in range(1, ttt_steps + 2)}
     return widths & others
 
 
@@ -263,7 +263,7 @@ def profile_kind(recipe, target, examples: list, steps: int = 5, warmup: int = 1
         "steps_per_min": round(60 / step, 2),
         "tokens_per_min": round(60 * tokens / step),
         "vocab_share_of_loss": round(vocab_share, 4),
-        "ambiguous_widths": sorted(set().union(*(ambiguous_widths(widths, b, target, cfg) for b in batches))),
+        "ambiguous_widths": sorted(set().union(*(ambiguous_widths(widths, b, target, getattr(recipe.head.options, "ttt_steps", 0)) for b in batches))),
     }
     del module, heads, optimizer, params
     if device.type == "cuda":
