@@ -58,15 +58,16 @@ def save_heads(head, folder: str | Path, target=None, extra: dict | None = None,
     return folder
 
 
-def save_corpus(folder: str | Path, examples, order: int, max_tokens: int) -> Path:
+def save_corpus(folder: str | Path, examples, order: int, max_tokens: int) -> CorpusNgram:
     """Count training examples' answers into the corpus n-gram table (decode/corpus.py) and save it
     beside a head in `folder` (for hybrid trees' corpus trees and vLLM's corpus proposer), its
-    SHA-256 recorded in the head's config.json; returns its path."""
-    path = CorpusNgram.of_examples(examples, order, max_tokens).save(folder)
+    SHA-256 recorded in the head's config.json; returns the table."""
+    table = CorpusNgram.of_examples(examples, order, max_tokens)
+    path = table.save(folder)
     config = read_config(Path(folder))
     config[CHECKSUMS] = {**config.get(CHECKSUMS, {}), path.name: sha256_file(path)}
     write_json(Path(folder) / CONFIG_NAME, config)
-    return path
+    return table
 
 
 def _refuse_foreign_config(folder: Path) -> None:

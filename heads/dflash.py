@@ -30,18 +30,32 @@ decay^i is the paper's exp(-i/γ) with decay = exp(-1/γ) (γ = 7 for blocks of 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from headstart.config import DEPTH_WHY, MAX_DEPTH, MAX_TREE, recipe_field
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.drafting import CachedDrafter
 from headstart.heads.feature_head import FeatureHead, Rotary, llama_draft_config
-from headstart.heads.losses import CE, Objective, simulated_accept_length, soft_draft_loss
+from headstart.heads.losses import CE, LossSettings, Objective, simulated_accept_length, soft_draft_loss
 from headstart.heads.options import HeadOptionsError
 from headstart.heads.parallel import parallel_tree
 from headstart.heads.results import dynamic_tree, set_default_tree
+
+
+@dataclass
+class DFlashOptions:
+    """DFlash's recipe options: its `head:` fields and its training field under `train:`."""
+
+    feature_layers: list[int] | None = recipe_field(None, "DFlash: the target decoder layers whose outputs the draft reads, one or more, ascending; None = one per draft layer, spread from layer 1 to n-3", ge=0)
+    draft_layers: int | None = recipe_field(None, "DFlash: Qwen3-shaped draft decoder layers; None = 2", ge=1, le=MAX_DEPTH, why="layers run one after the other in every draft")
+    block_size: int | None = recipe_field(None, "DFlash: query slots per block, the root then block_size - 1 mask slots, each drafting one token (serve with vLLM num_speculative_tokens = block_size - 1; decode.depth <= block_size - 1); None = 8", ge=2, le=MAX_DEPTH + 1, why=DEPTH_WHY)
+    dflash_blocks: int = recipe_field(64, "DFlash: blocks trained per sequence, at anchors drawn at random among its answer positions (all of them when fewer)", ge=1, le=MAX_TREE, why="each block is a query window in the one training forward", section="train")
+
 
 DEFAULT_BLOCK_SIZE = 8
 DEFAULT_DRAFT_LAYERS = 2
@@ -148,7 +162,7 @@ class DFlashHead(FeatureHead):
 
     kind = "dflash"
     scores_drafts = False  # a block drafted in one forward: no path probabilities
-    recipe_fields: tuple[str, ...] = ("feature_layers", "draft_layers", "block_size")
+    options_class = DFlashOptions  # its recipe options
 
     def __init__(self, options: dict, target):
         super().__init__(options, target)
@@ -254,17 +268,18 @@ class DFlashHead(FeatureHead):
         return lm_head(self.norm(h.to(self.dtype)).to(lm_head.weight.dtype))
 
     # ---- training ----
-    def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
-        """The loss of `cfg.dflash_blocks` random blocks per sequence; held-out measurement (eval mode)
+    def training_loss(self, out, batch: dict, target, options: DFlashOptions,
+                      shared: LossSettings = LossSettings()) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of `options.dflash_blocks` random blocks per sequence; held-out measurement (eval mode)
         draws the same anchors every time."""
         feats = torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
         target_logits = self.target_logits(out.hidden)  # (B, T, V) the target's own
         generator = None
         if not self.training:
             generator = torch.Generator(device=batch["loss_mask"].device).manual_seed(0)
-        anchors, valid = sample_anchors(batch["loss_mask"], cfg.dflash_blocks, generator)
+        anchors, valid = sample_anchors(batch["loss_mask"], options.dflash_blocks, generator)
         return dflash_loss(self, feats, target_logits, batch["input_ids"], batch["loss_mask"], anchors, valid,
-                           cfg.loss_decay, Objective.from_config(cfg))
+                           shared.decay, shared.objective)
 
     def train_blocks(self, features: torch.Tensor, input_ids: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
         """The blocks of `anchors` (B, M) in one forward: features (B, T, F·D) -> outputs (B, M, S, D), slot j of

@@ -12,15 +12,27 @@ features. Drafting grows an EAGLE-2 dynamic tree (heads/drafting.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from headstart.config import recipe_field
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.feature_head import FeatureHead, Rotary, causal_mask, single_layer_config
-from headstart.heads.losses import CE, Objective, soft_draft_loss
+from headstart.heads.losses import CE, LossSettings, Objective, soft_draft_loss
 from headstart.heads.results import dynamic_tree, set_default_tree
 from headstart.heads.vocab import draft_size, draft_vocab_size, index_in_draft_vocab
+
+
+@dataclass
+class EagleOptions:
+    """EAGLE's recipe options: its training fields, written under `train:` (it takes no `head:` option)."""
+
+    feature_loss_weight: float = recipe_field(1.0, "EAGLE: weight of the SmoothL1 loss on predicted features", ge=0, section="train")
+    ce_loss_weight: float = recipe_field(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution", ge=0, section="train")
+    feature_noise: float = recipe_field(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)", ge=0, section="train")
 
 
 class EagleHead(FeatureHead):
@@ -28,7 +40,7 @@ class EagleHead(FeatureHead):
     its own dynamic tree is `default_tree` (heads/results.py)."""
 
     kind = "eagle"
-    recipe_fields: tuple[str, ...] = ()
+    options_class = EagleOptions  # its recipe options
 
     def __init__(self, options: dict, target):
         super().__init__(options, target)
@@ -81,10 +93,11 @@ class EagleHead(FeatureHead):
         return index_in_draft_vocab(self.draft_ids, self.options["vocab_size"], ids)
 
     # ---- training ----
-    def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+    def training_loss(self, out, batch: dict, target, options: EagleOptions,
+                      shared: LossSettings = LossSettings()) -> tuple[torch.Tensor, dict[str, float]]:
         return self.loss(
-            out.hidden, batch["input_ids"], batch["loss_mask"], cfg.feature_loss_weight, cfg.ce_loss_weight,
-            cfg.feature_noise if self.training else 0.0, Objective.from_config(cfg),
+            out.hidden, batch["input_ids"], batch["loss_mask"], options.feature_loss_weight, options.ce_loss_weight,
+            options.feature_noise if self.training else 0.0, shared.objective,
         )
 
     def loss(

@@ -20,14 +20,17 @@ drafts K tokens in one forward and trains on all anchors at once; see heads/para
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from headstart.config import DEPTH_WHY, MAX_DEPTH, recipe_field
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.drafting import FeatureDrafter
 from headstart.heads.feature_head import FeatureHead, Rotary, llama_draft_config
-from headstart.heads.losses import CE, Objective, simulated_accept_length, soft_draft_loss
+from headstart.heads.losses import CE, LossSettings, Objective, simulated_accept_length, soft_draft_loss
 from headstart.heads.options import check_feature_layers
 from headstart.heads.parallel import (
     ParallelDrafter,
@@ -49,6 +52,17 @@ from headstart.heads.vocab import (
 from headstart.target import WeightRows, float_mask
 
 
+@dataclass
+class Eagle3Options:
+    """EAGLE-3's recipe options: its `head:` fields (P-EAGLE's parallel drafting among them) and its training
+    field under `train:`."""
+
+    feature_layers: list[int] | None = recipe_field(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4.", ge=0)
+    parallel_drafting: bool = recipe_field(False, "EAGLE-3: P-EAGLE parallel drafting: one draft forward proposes parallel_tokens tokens (the last accepted token, then placeholder positions read a learned mask_hidden feature); vLLM serves it as eagle3 with parallel_drafting: true")
+    parallel_tokens: int | None = recipe_field(None, "EAGLE-3 with parallel_drafting: K, the positions trained and drafted in one forward (serve with vLLM num_speculative_tokens <= K; decode.depth <= K); None = 4", ge=2, le=MAX_DEPTH, why=DEPTH_WHY)
+    ttt_steps: int = recipe_field(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1, le=MAX_DEPTH, why="the draft is unrolled this many times in every training step", section="train")
+
+
 def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
     """(1, 1, T, (step + 1) T) additive mask of training-time-test step `step` (0-based).
 
@@ -66,7 +80,7 @@ class Eagle3Head(FeatureHead):
     dynamic tree is `default_tree` (heads/results.py)."""
 
     kind = "eagle3"
-    recipe_fields: tuple[str, ...] = ("feature_layers", "parallel_drafting", "parallel_tokens")
+    options_class = Eagle3Options  # its recipe options
 
     def __init__(self, options: dict, target):
         super().__init__(options, target)
@@ -172,14 +186,15 @@ class Eagle3Head(FeatureHead):
         return self.lm_head(self.norm(h.to(self.dtype)))
 
     # ---- training ----
-    def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+    def training_loss(self, out, batch: dict, target, options: Eagle3Options,
+                      shared: LossSettings = LossSettings()) -> tuple[torch.Tensor, dict[str, float]]:
         feats = torch.cat([out.features[i] for i in self.feature_layers], dim=-1)
         target_logits = self.target_logits(out.hidden)  # (B, T, N) the target's own, over the draft vocabulary
         if self.parallel_tokens:
-            return parallel_loss(self, feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.loss_decay,
-                                 Objective.from_config(cfg))
-        return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], cfg.ttt_steps, cfg.loss_decay,
-                         Objective.from_config(cfg))
+            return parallel_loss(self, feats, target_logits, batch["input_ids"], batch["loss_mask"], shared.decay,
+                                 shared.objective)
+        return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], options.ttt_steps, shared.decay,
+                         shared.objective)
 
     def loss(
         self,

@@ -57,6 +57,20 @@ class Objective:
 CE = Objective()
 
 
+@dataclass(frozen=True)
+class LossSettings:
+    """The shared training fields a head's `training_loss` reads beside its kind's options: the token
+    objective (`train.loss`, `train.loss_mix`) and the weight decay over depth (`train.loss_decay`)."""
+
+    objective: Objective = CE
+    decay: float = 0.8
+
+    @classmethod
+    def from_config(cls, cfg) -> "LossSettings":
+        """The settings of a recipe's train section (TrainConfig)."""
+        return cls(Objective.from_config(cfg), cfg.loss_decay)
+
+
 class DraftLoss(NamedTuple):
     """One depth's token loss: `loss` trains; `ce` and `accept` (mean α, detached) are metrics."""
 

@@ -9,16 +9,28 @@ then an lm_head: the target's own, shared and frozen, or a trainable copy initia
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from headstart.config import DEPTH_WHY, MAX_DEPTH, recipe_field
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.tree import HeldOutAccuracy, StaticTreeSpec, Tree, path_scores
 from headstart.heads.feature_head import TargetParts
-from headstart.heads.losses import CE, Objective, hard_draft_loss, simulated_accept_length
+from headstart.heads.losses import CE, LossSettings, Objective, hard_draft_loss, simulated_accept_length
 from headstart.heads.vocab import draft_size, draft_vocab_size, index_in_draft_vocab
 from headstart.target import WeightRows, gathered
+
+
+@dataclass
+class MedusaOptions:
+    """Medusa's recipe options, written under `head:` (heads/__init__.py registers them with the kind)."""
+
+    num_heads: int = recipe_field(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next", ge=1, le=MAX_DEPTH, why=DEPTH_WHY)
+    num_layers: int = recipe_field(1, "Medusa: residual SiLU blocks per head", ge=0, le=MAX_DEPTH, why="blocks run one after the other in every draft")
+    shared_lm_head: bool = recipe_field(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
 
 
 class ResBlock(nn.Module):
@@ -41,7 +53,7 @@ class MedusaHeads(nn.Module):
     kind = "medusa"
     scores_drafts = True  # its proposals carry each node's path probability (hybrid trees share a budget by it)
     feature_layers: tuple[int, ...] = ()  # reads the target's last hidden state only
-    recipe_fields: tuple[str, ...] = ("num_heads", "num_layers", "shared_lm_head")
+    options_class = MedusaOptions  # its recipe options
     held_out: HeldOutAccuracy | None = None
     default_tree: StaticTreeSpec | None = None
 
@@ -141,10 +153,12 @@ class MedusaHeads(nn.Module):
         """hidden (..., D) -> K hidden states (..., D), one per head, before the projection."""
         return [block(hidden) for block in self.blocks]
 
-    def training_loss(self, out, batch: dict, target, cfg) -> tuple[torch.Tensor, dict[str, float]]:
-        """The trainer's entry: `loss` on the target's output for a collated batch (cfg: TrainConfig)."""
-        return self.loss(out.hidden, batch["input_ids"], batch["loss_mask"], cfg.loss_decay,
-                         objective=Objective.from_config(cfg), weights=batch.get("draft_weight"))
+    def training_loss(self, out, batch: dict, target, options: MedusaOptions,
+                      shared: LossSettings = LossSettings()) -> tuple[torch.Tensor, dict[str, float]]:
+        """The trainer's entry: `loss` on the target's output for a collated batch (the heads' shape is
+        fixed when they are built: `options` set nothing here)."""
+        return self.loss(out.hidden, batch["input_ids"], batch["loss_mask"], shared.decay,
+                         objective=shared.objective, weights=batch.get("draft_weight"))
 
     def loss(
         self,

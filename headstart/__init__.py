@@ -14,7 +14,7 @@ _LAZY = {
     "embedded_target": "headstart.embedded",
     "load_heads": "headstart.heads.checkpoint",
     "SpeculativeGenerator": "headstart.decode.generate",
-    "load_recipe": "headstart.config",
+    "load_recipe": "headstart.recipe",
     "Recipe": "headstart.config",
 }
 

@@ -22,9 +22,13 @@ from headstart.errors import HeadstartError
 
 
 def _recipe(args):
-    from headstart.config import load_recipe
+    """The recipe with this command line's overrides; the dotted keys they set go into `args.given`."""
+    from headstart.config import override_keys
+    from headstart.recipe import load_recipe
 
-    return load_recipe(args.recipe, args.overrides)
+    recipe = load_recipe(args.recipe, args.overrides)
+    args.given = override_keys(args.overrides)
+    return recipe
 
 
 def _no_recipe_first_override(args) -> None:
@@ -34,11 +38,11 @@ def _no_recipe_first_override(args) -> None:
 
 
 def _tree_given(args, recipe) -> frozenset[str]:
-    """The decode fields this command line sets (dotted `decode.*` overrides, and `--tree`, which
-    goes into recipe.decode.tree): they beat the head's own tree (`tune.tree_options`)."""
-    from headstart.decode.tune import given_decode_fields
+    """The decode fields this command line sets (dotted `decode.*` overrides, recorded by `_recipe`, and
+    `--tree`, which goes into recipe.decode.tree): they beat the head's own tree (`tune.tree_options`)."""
+    from headstart.config import section_fields
 
-    given = given_decode_fields(args.overrides)
+    given = section_fields(args.given, "decode")
     if args.tree:
         recipe.decode.tree, given = args.tree, given | {"tree"}
     return given
@@ -104,8 +108,8 @@ def cmd_train(args) -> int:
     with run_lock(recipe):  # before the target loads: a second run into output_dir is refused at once
         with zero3_loading(recipe):  # a ZeRO-3 recipe partitions the target across processes as it loads
             target = _target(recipe)
-        result = train(recipe, target)
-    print(json.dumps(result, indent=2))
+        summary = train(recipe, target)
+    print(json.dumps({**summary.record(), "final": str(summary.final)}, indent=2))
     return 0
 
 

@@ -3,9 +3,12 @@
 A recipe is data (torchtune's habit): `recipes/<target>/<head>.yaml` over the dataclasses below.
 Every field has a default and a one-line help (the `help` metadata); a number's range, where it has
 an obvious one, sits beside the help (the `bounds` metadata, e.g. `top_p` in (0, 1]).
-`load_recipe(path, ["train.lr=3e-4"])` reads a file and applies overrides; an unknown key, a value
-of the wrong type or a number out of its range is an error that names the dotted key. Ranges that
-depend on the target (a layer index, a vocabulary size) are checked where the target is known.
+`load_recipe(path, ["train.lr=3e-4"], parts)` reads a file and applies overrides; an unknown key, a
+value of the wrong type or a number out of its range is an error that names the dotted key. Ranges
+that depend on the target (a layer index, a vocabulary size) are checked where the target is known.
+The parts that layers above own (each head kind's options, Medusa-2's joint training) are their own
+dataclasses, given to the loader as `RecipeParts` by headstart/recipe.py, whose `load_recipe` every
+command calls.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import operator
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,16 +73,23 @@ MAX_BATCH = 4096
 BATCH_WHY = "sequences in one forward; more does not fit in any accelerator's memory"
 
 
-def _f(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-       lt: float | None = None, why: str | None = None) -> Any:
+def recipe_field(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+                 lt: float | None = None, why: str | None = None, section: str | None = None) -> Any:
     """A recipe field: its default, its one-line help and, for a number, the range it must lie in
-    (`why`: the reason for its upper limit)."""
+    (`why`: the reason for its upper limit). `section`: in a part a layer above owns (a head kind's
+    options, Medusa-2's joint training), the recipe section the field is written under (`train`: the
+    key is train.<name>); the part's own section otherwise."""
     metadata: dict[str, Any] = {"help": help}
+    if section is not None:
+        metadata["section"] = section
     if (ge, gt, le, lt) != (None, None, None, None):
         metadata["bounds"] = Bounds(ge=ge, gt=gt, le=le, lt=lt, why=why)
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+_f = recipe_field  # the short name of the tables below
 
 
 @dataclass
@@ -133,18 +144,15 @@ class FeaturesConfig:
 
 @dataclass
 class HeadConfig:
+    """The recipe's head section: the fields every kind takes, and `options`, the kind's own (a dataclass
+    in the kind's module, registered with it: `head.num_heads` is Medusa's, heads/medusa.py), written
+    beside them under `head:` (or, for its training fields, under `train:`)."""
+
     kind: str = _f("medusa", "head kind: medusa, eagle (EAGLE-1/2), eagle3 or dflash")
-    num_heads: int = _f(3, "Medusa: number of heads K; head k predicts the token k+1 places past the next", ge=1, le=MAX_DEPTH, why=DEPTH_WHY)
-    num_layers: int = _f(1, "Medusa: residual SiLU blocks per head", ge=0, le=MAX_DEPTH, why="blocks run one after the other in every draft")
-    shared_lm_head: bool = _f(True, "Medusa: reuse the target's frozen lm_head (True) or train an own copy per head")
     draft_vocab_size: int | None = _f(None, "rank only the N most frequent answer tokens (cheaper drafting and training; EAGLE-3's d2t/t2d); None = the whole vocabulary", ge=1, le=1 << 22, why="larger than any vocabulary; checked against the target's when it loads")
     init_from: str | None = _f(None, "start from this trained head folder (e.g. Medusa-1 heads before Medusa-2's joint stage) instead of new heads")
     init_from_target: bool = _f(False, "EAGLE, EAGLE-3: start the draft decoder layer as a copy of the target's last decoder layer (EAGLE-3's 2D-wide q/k/v: into the half that reads the features); the head's config records what was copied")
-    feature_layers: list[int] | None = _f(None, "EAGLE-3: the three target decoder layers whose outputs are fused (low, middle, high); None = SGLang/vLLM's default, outputs of layers 1, n/2-1, n-4. DFlash: one or more layers, ascending; None = one per draft layer, spread from layer 1 to n-3", ge=0)
-    parallel_drafting: bool = _f(False, "EAGLE-3: P-EAGLE parallel drafting: one draft forward proposes parallel_tokens tokens (the last accepted token, then placeholder positions read a learned mask_hidden feature); vLLM serves it as eagle3 with parallel_drafting: true")
-    parallel_tokens: int | None = _f(None, "EAGLE-3 with parallel_drafting: K, the positions trained and drafted in one forward (serve with vLLM num_speculative_tokens <= K; decode.depth <= K); None = 4", ge=2, le=MAX_DEPTH, why=DEPTH_WHY)
-    draft_layers: int | None = _f(None, "DFlash: Qwen3-shaped draft decoder layers; None = 2", ge=1, le=MAX_DEPTH, why="layers run one after the other in every draft")
-    block_size: int | None = _f(None, "DFlash: query slots per block, the root then block_size - 1 mask slots, each drafting one token (serve with vLLM num_speculative_tokens = block_size - 1; decode.depth <= block_size - 1); None = 8", ge=2, le=MAX_DEPTH + 1, why=DEPTH_WHY)
+    options: Any = field(default=None, metadata={"part": "the kind's options"})
 
 
 @dataclass
@@ -164,11 +172,6 @@ class TrainConfig:
     grad_accum: int = _f(1, "micro-steps per optimizer step", ge=1)
     max_grad_norm: float = _f(1.0, "gradient clipping", ge=0)
     loss_decay: float = _f(0.8, "Medusa: loss weight of head k is loss_decay**k; EAGLE-3: weight of training-time-test step i is loss_decay**i; DFlash: weight of block position i is loss_decay**i (the paper's exp(-i/γ))", gt=0, le=1)
-    feature_loss_weight: float = _f(1.0, "EAGLE: weight of the SmoothL1 loss on predicted features", ge=0)
-    ce_loss_weight: float = _f(0.1, "EAGLE: weight of the cross-entropy against the target's next-token distribution", ge=0)
-    feature_noise: float = _f(0.2, "EAGLE: width of the uniform noise added to input features in training (0.2 = ±0.1)", ge=0)
-    ttt_steps: int = _f(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1, le=MAX_DEPTH, why="the draft is unrolled this many times in every training step")
-    dflash_blocks: int = _f(64, "DFlash: blocks trained per sequence, at anchors drawn at random among its answer positions (all of them when fewer)", ge=1, le=MAX_TREE, why="each block is a query window in the one training forward")
     loss: str = _f("ce", "the heads' token loss against the target's distribution p (heads/losses.py): ce (soft cross-entropy), tv (1 - Σ min(p, q)), lk (-log Σ min(p, q)) or lk_lambda (KL/TV blend by acceptance)")
     loss_mix: float = _f(1.0, "weight of train.loss against ce: mix·loss + (1 - mix)·ce; 1 = train.loss alone (ignored for ce)", ge=0, le=1)
     bf16: bool = _f(True, "run the trainer in bf16 autocast (only when the target runs in bfloat16)")
@@ -181,16 +184,6 @@ class TrainConfig:
     overwrite_output_dir: bool = _f(False, "start over in an output_dir holding an earlier run: delete its checkpoint-*, best/, final/ and train_summary.json (nothing else) first")
     dataloader_workers: int = _f(0, "DataLoader worker processes", ge=0)
     deepspeed: str | None = _f(None, "DeepSpeed JSON config (e.g. scripts/ds_zero2.json); None = plain torch")
-    joint: bool = _f(False, "Medusa-2: train LoRA adapters on the target together with the heads; decoding then verifies with the ADAPTED target")
-    lora_r: int = _f(32, "Medusa-2: LoRA rank", ge=1, le=1 << 16, why="wider than any layer")
-    lora_alpha: int = _f(16, "Medusa-2: LoRA alpha (scale alpha / r)", ge=1)
-    lora_dropout: float = _f(0.05, "Medusa-2: dropout on the LoRA input", ge=0, lt=1)
-    lora_targets: str = _f("all-linear", "Medusa-2: 'all-linear' (every linear layer but the lm_head) or comma-separated module names, e.g. q_proj,v_proj")
-    backbone_loss: str = _f("kl", "Medusa-2: the backbone's own loss: kl (KL to the base model's distribution, adapters off) or lm (next-token CE on the data)")
-    backbone_loss_weight: float = _f(1.0, "Medusa-2: weight of the backbone's own loss", ge=0)
-    head_loss_weight: float = _f(0.2, "Medusa-2: weight of the heads' loss (Medusa's heads coefficient)", ge=0)
-    head_loss_warmup: float = _f(0.1, "Medusa-2: fraction of the steps over which the heads' loss weight rises linearly from 0", ge=0, le=1)
-    head_lr_multiplier: float = _f(4.0, "Medusa-2: the heads' learning rate is lr times this (the adapters use lr)", gt=0)
 
 
 @dataclass
@@ -233,6 +226,27 @@ class Recipe:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    joint: Any = field(default=None, metadata={"part": "Medusa-2's joint training, train/joint.py's JointConfig"})
+
+
+@dataclass(frozen=True)
+class RecipeParts:
+    """The parts of a recipe that layers above the core own, which the loader fills and checks: each head
+    kind's options dataclass by kind name (heads/<kind>.py, through the registry; written under `head:`)
+    and Medusa-2's joint training (train/joint.py; written under `train:`). headstart/recipe.py gives them."""
+
+    kinds: Mapping[str, type]
+    joint: type
+
+    def owned(self, kind: str) -> list[tuple[type, str]]:
+        """The parts a recipe of head kind `kind` fills, each with the section its fields are written under
+        unless a field says otherwise."""
+        return [(self.kinds[kind], "head"), (self.joint, "train")]
+
+
+def part_fields(cls: type, default_section: str) -> dict[tuple[str, str], dataclasses.Field]:
+    """(section, name) -> field of a part's dataclass: the recipe key section.name of each field."""
+    return {(f.metadata.get("section", default_section), f.name): f for f in dataclasses.fields(cls)}
 
 
 def _check(value: Any, tp: Any, key: str) -> Any:
@@ -279,7 +293,7 @@ def _fill(cls: type, data: dict, prefix: str) -> Any:
     if not isinstance(data, dict):
         raise RecipeError(f"{prefix or 'recipe'}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if "part" not in f.metadata}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         key = f"{prefix}{unknown[0]}"
@@ -290,9 +304,15 @@ def _fill(cls: type, data: dict, prefix: str) -> Any:
         if dataclasses.is_dataclass(tp):
             kwargs[name] = _fill(tp, value or {}, f"{prefix}{name}.")
         else:
-            kwargs[name] = _check(value, tp, f"{prefix}{name}")
-            _check_bounds(kwargs[name], fields[name], f"{prefix}{name}")
+            kwargs[name] = _value(value, tp, fields[name], f"{prefix}{name}")
     return cls(**kwargs)
+
+
+def _value(value: Any, tp: Any, f: dataclasses.Field, key: str) -> Any:
+    """`value` checked against a field's type and range, as the type wants it."""
+    value = _check(value, tp, key)
+    _check_bounds(value, f, key)
+    return value
 
 
 def _check_bounds(value: Any, f: dataclasses.Field, key: str) -> None:
@@ -306,9 +326,54 @@ def _check_bounds(value: Any, f: dataclasses.Field, key: str) -> None:
             raise RecipeError(f"{where}: expected a value {bounds}, got {v!r} [{f.metadata['help']}]")
 
 
-def recipe_from_dict(data: dict) -> Recipe:
-    """Build a Recipe from nested plain data, checking every key and type."""
-    return _fill(Recipe, data or {}, "")
+def recipe_from_dict(data: dict, parts: RecipeParts) -> Recipe:
+    """Build a Recipe from nested plain data, checking every key and type; `parts` fill the head kind's
+    options (`recipe.head.options`) and Medusa-2's joint training (`recipe.joint`) from their keys."""
+    if not isinstance(data or {}, dict):
+        raise RecipeError(f"recipe: expected a mapping, got {data!r}")
+    data = dict(data or {})
+    for section in ("head", "train"):
+        if not isinstance(data.get(section) or {}, dict):
+            raise RecipeError(f"{section}: expected a mapping, got {data[section]!r}")
+    kind = _check((data.get("head") or {}).get("kind", HeadConfig.kind), str, "head.kind")
+    if kind not in parts.kinds:
+        raise RecipeError(f"head.kind: unknown kind {kind!r}; known: {', '.join(sorted(parts.kinds))}")
+    owned = [(cls, part_fields(cls, section)) for cls, section in parts.owned(kind)]
+    values: list[dict] = [{} for _ in owned]
+    for section in ("head", "train"):
+        if section not in data:
+            continue
+        base = {f.name for f in dataclasses.fields(HeadConfig if section == "head" else TrainConfig) if "part" not in f.metadata}
+        given = dict(data[section] or {})
+        for name in [n for n in given if n not in base]:
+            value, key = given.pop(name), f"{section}.{name}"
+            where = next((i for i, (_, keys) in enumerate(owned) if (section, name) in keys), None)
+            if where is None:
+                _other_kinds_key(section, name, value, kind, base | {n for _, keys in owned for sec, n in keys if sec == section}, parts)
+            else:
+                cls, keys = owned[where]
+                values[where][name] = _value(value, typing.get_type_hints(cls)[name], keys[section, name], key)
+        data[section] = given
+    recipe = _fill(Recipe, data, "")
+    recipe.head.options, recipe.joint = (cls(**v) for (cls, _), v in zip(owned, values))
+    return recipe
+
+
+def _other_kinds_key(section: str, name: str, value: Any, kind: str, keys: set[str], parts: RecipeParts) -> None:
+    """A key that no part of this recipe owns (`keys`: those it does): unknown to every kind (an error that
+    lists the section's keys), or another head kind's option. That is checked as its kind checks it, then
+    refused when it turns on what this kind lacks (an opt-in field, None or false by default: it would be
+    ignored), else left out."""
+    takers = sorted(k for k, cls in parts.kinds.items() if (section, name) in part_fields(cls, "head"))
+    if not takers:
+        keys = keys | {n for cls in parts.kinds.values() for sec, n in part_fields(cls, "head") if sec == section}
+        raise RecipeError(f"unknown recipe key '{section}.{name}'; the keys of '{section}' are: {', '.join(sorted(keys))}")
+    cls = parts.kinds[takers[0]]
+    f = part_fields(cls, "head")[section, name]
+    value = _value(value, typing.get_type_hints(cls)[name], f, f"{section}.{name}")
+    if f.default in (None, False) and value not in (None, False):
+        raise RecipeError(f"{section}.{name} is an option of {' and '.join(takers)} heads, but head.kind is {kind!r}: "
+                          f"remove {section}.{name}, or set head.kind={takers[0]}")
 
 
 def _set_dotted(data: dict, dotted: str, value: Any) -> None:
@@ -335,6 +400,27 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise RecipeError(f"override '{text}': the value is not valid YAML ({problem}); quote a text value") from None
 
 
+def override_keys(overrides: list[str] | tuple[str, ...]) -> frozenset[str]:
+    """The dotted keys that overrides set, a mapping value counted key by key: ['decode.depth=3',
+    'decode={top_k: 2}'] -> {'decode.depth', 'decode.top_k'}. What a command line chose, as data."""
+    keys: set[str] = set()
+    for text in overrides:
+        key, value = parse_override(text)
+        keys |= _leaf_keys(key, value)
+    return frozenset(keys)
+
+
+def _leaf_keys(key: str, value: Any) -> set[str]:
+    if isinstance(value, dict) and value:
+        return {leaf for k, v in value.items() for leaf in _leaf_keys(f"{key}.{k}", v)}
+    return {key}
+
+
+def section_fields(keys: frozenset[str] | set[str], section: str) -> frozenset[str]:
+    """The fields of `section` among dotted keys: ({'decode.depth', 'eval.seed'}, 'decode') -> {'depth'}."""
+    return frozenset(k.split(".")[1] for k in keys if k.startswith(section + "."))
+
+
 _OVERRIDE = re.compile(r"[A-Za-z_]\w*(\.\w+)+=")  # section.key=value (a dotted key, then the value)
 
 
@@ -355,8 +441,9 @@ def parse_script_args(ap, argv: list[str]):
     return args
 
 
-def load_recipe(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a YAML recipe (or start from defaults when `path` is None) and apply dotted overrides."""
+def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...], parts: RecipeParts) -> Recipe:
+    """Read a YAML recipe (or start from defaults when `path` is None) and apply dotted overrides; `parts`
+    fill what layers above the core own. Every command calls headstart.recipe.load_recipe, which gives them."""
     data: dict = {}
     if path is not None:
         path = Path(path)
@@ -377,11 +464,18 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | tuple[str
         key, value = parse_override(text)
         _set_dotted(data, key, value)
     try:
-        return recipe_from_dict(data)
+        return recipe_from_dict(data, parts)
     except RecipeError as e:
         raise RecipeError(f"{path or 'recipe'}: {e}") from None
 
 
 def recipe_to_dict(recipe: Recipe) -> dict:
-    """Plain data, for JSON results and checkpoints."""
-    return dataclasses.asdict(recipe)
+    """Plain data laid out as the recipe's YAML (the parts' fields in the sections they are written under),
+    for JSON results and checkpoints."""
+    out = {f.name: dataclasses.asdict(getattr(recipe, f.name)) for f in dataclasses.fields(Recipe) if "part" not in f.metadata}
+    out["head"].pop("options")
+    for part, section in ((recipe.head.options, "head"), (recipe.joint, "train")):
+        if part is not None:
+            for (where, name), _ in part_fields(type(part), section).items():
+                out[where][name] = dataclasses.asdict(part)[name]
+    return out

@@ -18,8 +18,9 @@ import json
 import time
 from pathlib import Path
 
-from headstart.config import load_recipe, recipe_to_dict
+from headstart.config import override_keys, recipe_to_dict, section_fields
 from headstart.jsonl import read_jsonl
+from headstart.recipe import load_recipe
 
 DEMO_RECIPE = "recipes/smollm2-135m/medusa.yaml"
 QUICK = [
@@ -63,12 +64,12 @@ def _tuning(head, quick: bool) -> dict:
     return {"sizes": (4, 8)}
 
 
-def _summary_line(report: dict, summary: dict, minutes: float) -> str:
+def _summary_line(report: dict, steps: int, minutes: float) -> str:
     """What a user of a head-training framework wants first: the head's margin over decoding without
     it (greedy), and how much training the clock allowed on this machine."""
     greedy = next((r for r in report["results"] if r["temperature"] == 0), report["results"][0])
     margin = greedy.get("head_margin")
-    trained = f"the head trained {summary.get('steps', '?')} steps in {minutes:g} min"
+    trained = f"the head trained {steps} steps in {minutes:g} min"
     if margin is None:
         return f"summary: {trained}"
     speed = {e["label"]: e["speedup"] for e in greedy["methods"]}
@@ -83,17 +84,29 @@ def run_demo(
     fresh: int = 32,
     kind: str | None = None,
 ) -> int:
-
-    from headstart.embedded import embedded_target
-    from headstart.eval.run import evaluate, format_table
-    from headstart.target import resolve_dtype
-    from headstart.train.distill import distill
-    from headstart.train.trainer import train
-
+    """The demo's four steps (the module's docstring), each a function below; returns the exit status."""
     started = time.perf_counter()
-    root = Path("runs/demo")
     if recipe_path is None:
         recipe_path = f"recipes/smollm2-135m/{kind}.yaml" if kind else DEMO_RECIPE
+    recipe = _demo_recipe(recipe_path, overrides, quick)
+    target = _load_target(recipe)
+    distilled = _distil_fresh(target, recipe, load_recipe(recipe_path).distill.prompts, 8 if quick else fresh)
+    summary = _train(target, recipe)
+    given = section_fields(override_keys(overrides), "decode")  # a tree set on the demo's command line beats the tuned one
+    _choose_tree(target, summary, recipe.decode.tree, given, quick)
+    report = _decode(target, summary.head, recipe, given)
+    run = {
+        "distill": distilled, "train": {**summary.record(), "final": str(summary.final)}, "recipe": recipe_to_dict(recipe),
+        "total_minutes": round((time.perf_counter() - started) / 60, 1),
+    }
+    _report(report, run, summary, recipe)
+    return 0
+
+
+def _demo_recipe(recipe_path: str, overrides, quick: bool):
+    """The recipe with the demo's outputs under runs/demo (the head in runs/demo/<kind>), its eval size
+    (and --quick's sizes), then the command line's overrides."""
+    root = Path("runs/demo")
     kind = load_recipe(recipe_path).head.kind
     base = [
         f"train.output_dir={root / kind}", f"eval.output={root / 'eval.json'}",
@@ -101,49 +114,80 @@ def run_demo(
         "eval.num_prompts=9", "eval.max_new_tokens=96",  # one prompt per category: minutes on a 2-core CPU
         "train.overwrite_output_dir=true",  # each demo trains its head afresh in runs/demo/<kind>
     ]
-    recipe = load_recipe(recipe_path, base + (QUICK if quick else []) + list(overrides))
+    return load_recipe(recipe_path, base + (QUICK if quick else []) + list(overrides))
+
+
+def _load_target(recipe):
+    """[1/4] The embedded target in the recipe's dtype."""
+    from headstart.embedded import embedded_target
+    from headstart.target import resolve_dtype
+
     dtype = resolve_dtype(recipe.target.dtype)
     print(f"[1/4] loading the embedded target (SmolLM2-135M-Instruct, {str(dtype)[6:]}; recipe: {recipe.target.dtype})", flush=True)
-    target = embedded_target(dtype=dtype, pack_linears=recipe.target.pack_linears)
+    return embedded_target(dtype=dtype, pack_linears=recipe.target.pack_linears)
+
+
+def _distil_fresh(target, recipe, prompts_file: str, n: int) -> dict:
+    """[2/4] The target answers up to `n` prompts of `prompts_file` that the shipped corpus lacks; their answers
+    join the recipe's training files. Returns distillation's stats."""
+    from headstart.train.distill import distill
 
     shipped = list(recipe.data.train_files)
-    n_fresh = _fresh_prompts(load_recipe(recipe_path).distill.prompts, shipped, 8 if quick else fresh, Path(recipe.distill.prompts))
+    n_fresh = _fresh_prompts(prompts_file, shipped, n, Path(recipe.distill.prompts))
     print(f"[2/4] distilling {n_fresh} prompts the shipped corpus does not cover -> {recipe.distill.output}", flush=True)
-    distill_stats = distill(target, recipe.distill) if n_fresh else {"new_rows": 0}
+    stats = distill(target, recipe.distill) if n_fresh else {"new_rows": 0}
     recipe.data.train_files = shipped + ([recipe.distill.output] if n_fresh else [])
+    return stats
 
-    print(f"[3/4] training a {kind} head for {recipe.train.max_minutes} min on {', '.join(recipe.data.train_files)}", flush=True)
+
+def _train(target, recipe):
+    """[3/4] Train the recipe's head; returns train's summary (the head in it)."""
+    from headstart.train.trainer import train
+
+    print(f"[3/4] training a {recipe.head.kind} head for {recipe.train.max_minutes} min on {', '.join(recipe.data.train_files)}",
+          flush=True)
     summary = train(recipe, target)
-    held = summary["heldout"]
+    held = summary.heldout
     print(f"      held-out top-1 per depth {held['top1']}" + (f", top-5 {held['top5']}" if "top5" in held else "")
           + f", simulated τ {held['sim_accept_length']}", flush=True)
+    return summary
 
-    from headstart.decode.tune import format_tuning, given_decode_fields, tune_tree
-    from headstart.heads.checkpoint import load_heads
+
+def _choose_tree(target, summary, tree: str, given: frozenset[str], quick: bool) -> None:
+    """Tune the trained head's tree for this machine (tune-tree), saved with it and set in memory, unless the
+    command line chose one."""
+    from headstart.decode.tune import format_tuning, tune_tree
     from headstart.heads.results import set_default_tree
 
-    head = load_heads(summary["final"], target=target)
-    given = given_decode_fields(overrides)  # a tree set on the demo's command line beats the tuned one
-    if _should_tune(head, recipe.decode.tree, given):
-        print("      choosing the tree for this machine (tune-tree):", flush=True)
-        tree, table = tune_tree(target, head, **_tuning(head, quick))
-        set_default_tree(head, tree, folder=summary["final"], tuning=table)  # the head's own, saved and in memory
-        print("\n".join("      " + line for line in format_tuning(table).splitlines()), flush=True)
+    head = summary.head
+    if not _should_tune(head, tree, given):
+        return
+    print("      choosing the tree for this machine (tune-tree):", flush=True)
+    chosen, table = tune_tree(target, head, **_tuning(head, quick))
+    set_default_tree(head, chosen, folder=summary.final, tuning=table)  # the head's own, saved and in memory
+    print("\n".join("      " + line for line in format_tuning(table).splitlines()), flush=True)
+
+
+def _decode(target, head, recipe, given: frozenset[str]) -> dict:
+    """[4/4] Decode the held-out prompts plainly, speculatively and with HF's peers (eval's report)."""
+    from headstart.eval.run import evaluate
+
     lookup = ", with lookup branches and corpus trees (hybrid), lookup alone, corpus + lookup" if recipe.decode.prompt_lookup else ""
     print(f"[4/4] decoding {recipe.eval.num_prompts} held-out prompts: plain, speculative{lookup}, HF generate, "
           "HF prompt lookup", flush=True)
-    report = evaluate(target, head, recipe.decode, recipe.eval, given=given)
+    return evaluate(target, head, recipe.decode, recipe.eval, given=given)
+
+
+def _report(report: dict, run: dict, summary, recipe) -> None:
+    """Write runs/demo/demo.json (the run's details; eval.json keeps to its schema) and print the results."""
+    from headstart.eval.run import format_table
+
     out = Path(recipe.eval.output)
-    run = {
-        "distill": distill_stats, "train": summary, "recipe": recipe_to_dict(recipe),
-        "total_minutes": round((time.perf_counter() - started) / 60, 1),
-    }
-    out.with_name("demo.json").write_text(json.dumps(run, indent=2) + "\n")  # eval.json keeps to its schema
+    out.with_name("demo.json").write_text(json.dumps(run, indent=2) + "\n")
     print()
     print(format_table(report))
     print(f"\nresults: {out} (JSON, docs/eval.md), {out.with_suffix('.md')} (tables), {out.with_suffix('.png')} (plot: "
           f"acceptance per depth, accepted drafts per step, tokens/s), {out.with_suffix('.html')} (every verification step)")
-    print(f"run details: {out.with_name('demo.json')}; head: {summary['final']}")
-    print(_summary_line(report, summary, recipe.train.max_minutes))
+    print(f"run details: {out.with_name('demo.json')}; head: {summary.final}")
+    print(_summary_line(report, summary.steps, recipe.train.max_minutes))
     print(f"demo took {run['total_minutes']} min")
-    return 0

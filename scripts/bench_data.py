@@ -28,6 +28,7 @@ import torch
 import headstart as hs
 from headstart.chat import encode_chat
 from headstart.config import DistillConfig, TrainConfig
+from headstart.heads.losses import LossSettings
 from headstart.heads.vocab import frequent_tokens
 from headstart.jsonl import read_jsonl
 from headstart.train.data import build_examples, collate
@@ -85,7 +86,7 @@ def bench_training(target, steps: int, batch: int, max_length: int, bf16: bool, 
             b = collate([ds[i] for i in range(s * batch, (s + 1) * batch)])
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 features = batch_features(target, b, heads.feature_layers)
-                loss, _ = heads.training_loss(features, b, target, cfg)
+                loss, _ = heads.training_loss(features, b, target, heads.options_class(num_heads=3), LossSettings.from_config(cfg))
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)

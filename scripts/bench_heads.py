@@ -24,13 +24,14 @@ from pathlib import Path
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import Recipe, load_recipe, parse_script_args
+from headstart.config import Recipe, parse_script_args
 from headstart.decode.contract import trait
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads, read_config
+from headstart.recipe import load_recipe
 from headstart.train.trainer import train
 
 KINDS = ("medusa", "eagle", "eagle3", "eagle3-parallel", "dflash")

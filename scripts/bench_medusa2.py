@@ -23,12 +23,13 @@ from pathlib import Path
 import torch
 
 from headstart.chat import encode_chat
-from headstart.config import load_recipe, parse_script_args
+from headstart.config import parse_script_args
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_target
 from headstart.eval.prompts import load_eval_prompts
 from headstart.heads.checkpoint import load_heads
+from headstart.recipe import load_recipe
 from headstart.target import Target
 from headstart.train.trainer import train
 
@@ -58,8 +59,8 @@ def main() -> None:
         if not (args.reuse and (folder / "final" / "config.json").is_file()):
             print(f"training {name} for {args.minutes} min", flush=True)
             s = train(recipe, target)
-            trained[name] = {"steps": s["steps"], "seconds": s["train_seconds"], "examples_seen": s["steps"] * recipe.train.batch_size,
-                             "heldout": s["heldout"]}
+            trained[name] = {"steps": s.steps, "seconds": s.train_seconds, "examples_seen": s.steps * recipe.train.batch_size,
+                             "heldout": s.heldout}
         heads[name] = load_heads(folder / "final", target=target)  # Medusa-2's puts its adapter on `adapted`
     assert adapted.adapter is not None and base.adapter is None
 

@@ -23,7 +23,8 @@ import socket
 import sys
 from pathlib import Path
 
-from headstart.config import load_recipe, parse_script_args
+from headstart.config import parse_script_args
+from headstart.recipe import load_recipe
 from headstart.serve.load import ask_chat, load_summary, run_load, started_server
 from headstart.serve.prediction import acceptance_from_metrics
 from headstart.serve.server import served_counts

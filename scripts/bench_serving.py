@@ -23,8 +23,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headstart.config import load_recipe, parse_script_args
+from headstart.config import parse_script_args
 from headstart.heads.checkpoint import load_heads
+from headstart.recipe import load_recipe
 from headstart.serve.bench import BenchPlan, bench_serving
 from headstart.target import Target
 

@@ -208,7 +208,7 @@ def train_rows(target, kinds: list[str], tiny: bool, steps: int) -> list[dict]:
     """`profile_kind` per head kind on made-up batches of its GPU recipe's batch size and length."""
     from profile_train import made_up_examples, profile_kind, tiny_overrides
 
-    from headstart.config import load_recipe
+    from headstart.recipe import load_recipe
 
     rows = []
     for kind in kinds:

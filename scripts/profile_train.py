@@ -45,8 +45,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from transformers import AutoModelForCausalLM, LlamaConfig, Trainer
 
-from headstart.config import load_recipe, parse_script_args
+from headstart.config import parse_script_args
 from headstart.decode.io import Clock
+from headstart.recipe import load_recipe
 from headstart.target import Target, resolve_dtype
 from headstart.train.data import Example, build_examples, collate
 from headstart.train.features import batch_features
@@ -108,14 +109,14 @@ def vocab_widths(target, heads) -> set[int]:
     return {target.vocab_size} | ({draft} if draft else set())
 
 
-def ambiguous_widths(widths: set[int], batch: dict, target, cfg) -> set[int]:
+def ambiguous_widths(widths: set[int], batch: dict, target, ttt_steps: int) -> set[int]:
     """Vocabulary widths that another tensor of the step may share as its last dimension (then
     `VocabTime` would count calls on it): batch size, length and its multiples up to the training-
     time-test steps (EAGLE-3's masks), the hidden sizes of target and head."""
     b, t = batch["input_ids"].shape
     d = target.hidden_size
     others = {b, t, d, 2 * d, 3 * d, getattr(target.config, "intermediate_size", d)}
-    others |= {t * k for k in range(1, cfg.ttt_steps + 2)}
+    others |= {t * k for k in range(1, ttt_steps + 2)}
     return widths & others
 
 
@@ -199,7 +200,7 @@ def _step(module, batch: dict, optimizer, params, cfg, autocast, vocab: VocabTim
         out = batch_features(module.target, batch, module.heads.feature_layers)
         clock.lap("target_forward")
         with vocab if vocab is not None else nullcontext():
-            loss, _ = module.heads.training_loss(out, batch, module.target, cfg)
+            loss, _ = module.heads.training_loss(out, batch, module.target, module.options, module.shared)
         clock.lap("loss")
     loss.backward()
     clock.lap("backward")
@@ -220,7 +221,7 @@ def profile_kind(recipe, target, examples: list, steps: int = 5, warmup: int = 1
     cfg = recipe.train
     torch.manual_seed(cfg.seed)
     heads = build_head(recipe, target, examples).float().train()
-    module = TrainingModule(heads, target, cfg)
+    module = TrainingModule(heads, target, cfg, recipe.head.options, recipe.joint)
     bf16 = use_bf16(cfg, target)
     optimizer, params = _optimizer(module, cfg, bf16)
     device = target.device
@@ -262,7 +263,7 @@ def profile_kind(recipe, target, examples: list, steps: int = 5, warmup: int = 1
         "steps_per_min": round(60 / step, 2),
         "tokens_per_min": round(60 * tokens / step),
         "vocab_share_of_loss": round(vocab_share, 4),
-        "ambiguous_widths": sorted(set().union(*(ambiguous_widths(widths, b, target, cfg) for b in batches))),
+        "ambiguous_widths": sorted(set().union(*(ambiguous_widths(widths, b, target, getattr(recipe.head.options, "ttt_steps", 0)) for b in batches))),
     }
     del module, heads, optimizer, params
     if device.type == "cuda":

@@ -18,9 +18,9 @@ import torch
 import transformers as tr
 
 import headstart as hs
-from headstart.config import TrainConfig, load_recipe
 from headstart.decode.contract import DraftState, Proposal
 from headstart.eval.prompts import EvalPrompt
+from headstart.recipe import load_recipe
 from headstart.target import Target
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
@@ -177,10 +177,10 @@ def adapted_head(folder):
     # imported here, so that importing these helpers loads no training code (test_layering checks a process that
     # loads a head never imports headstart.train)
     from headstart.adapter import adapter_parameters, add_adapter
-    from headstart.train.joint import lora_config
+    from headstart.train.joint import JointConfig, lora_config
 
     target = tiny_target("llama")
-    add_adapter(target, lora_config(TrainConfig(lora_r=2, lora_alpha=4), target))
+    add_adapter(target, lora_config(JointConfig(lora_r=2, lora_alpha=4), target))
     with torch.no_grad():
         for p in adapter_parameters(target):
             p.add_(torch.randn_like(p) * 0.1)
@@ -188,18 +188,19 @@ def adapted_head(folder):
     return folder
 
 
-def assert_reloads_and_decodes_losslessly(summary: dict, head, target) -> object:
-    """The trained head saved in `summary['final']` loads with the same tensors and decodes a prompt exactly
-    as the target does greedily; returns the loaded head."""
+def assert_reloads_and_decodes_losslessly(summary, target) -> object:
+    """The trained head saved in `summary.final` loads with the tensors of the one in memory (`summary.head`)
+    and decodes a prompt exactly as the target does greedily; returns the loaded head."""
     from headstart.decode.generate import SpeculativeGenerator
     from headstart.decode.plain import greedy_generate
 
-    loaded = hs.load_heads(summary["final"], target=target)
-    for name, value in head.state_dict().items():
+    loaded = hs.load_heads(summary.final, target=target)
+    for name, value in summary.head.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value), name
     prompt = torch.tensor([target.tokenizer("count from 7").input_ids])
     ref = greedy_generate(target, prompt, 16, eos_token_id=[])
-    assert torch.equal(SpeculativeGenerator(target, loaded).generate(prompt, 16, eos_token_id=[]).sequences, ref.sequences)
+    for head in (loaded, summary.head):
+        assert torch.equal(SpeculativeGenerator(target, head).generate(prompt, 16, eos_token_id=[]).sequences, ref.sequences)
     return loaded
 
 
@@ -243,9 +244,10 @@ def batch_of(ids: torch.Tensor) -> dict:
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": torch.ones_like(ids)}
 
 
-def fit_head(head, target, batches: list[dict], cfg: TrainConfig, steps: int, lr: float = 3e-3) -> dict:
+def fit_head(head, target, batches: list[dict], options, steps: int, lr: float = 3e-3) -> dict:
     """Train `head` for `steps` AdamW steps on `batches` in turn (every token counted; the target's
-    features computed once per batch), then freeze it; returns the last step's metrics."""
+    features computed once per batch) with its kind's recipe `options`, then freeze it; returns the last
+    step's metrics."""
     # imported here: test_layering loads a head through these helpers in a process free of headstart.train
     from headstart.train.features import batch_features
 
@@ -256,7 +258,7 @@ def fit_head(head, target, batches: list[dict], cfg: TrainConfig, steps: int, lr
     metrics: dict = {}
     for step in range(steps):
         batch, out = pairs[step % len(pairs)]
-        loss, metrics = head.training_loss(out, batch, target, cfg)
+        loss, metrics = head.training_loss(out, batch, target, options)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -264,7 +266,7 @@ def fit_head(head, target, batches: list[dict], cfg: TrainConfig, steps: int, lr
     return metrics
 
 
-def assert_learns_one_draft_forward_per_step(target, head, drafting_module, cfg: TrainConfig) -> None:
+def assert_learns_one_draft_forward_per_step(target, head, drafting_module, options) -> None:
     """A head trained on `target`'s own greedy continuations drafts well (its training
     metrics), decodes exactly those continuations, and runs `drafting_module` once per verification
     per row: one draft forward a step, the newly committed positions included."""
@@ -273,7 +275,7 @@ def assert_learns_one_draft_forward_per_step(target, head, drafting_module, cfg:
 
     prompts = torch.randint(0, VOCAB, (16, 4), generator=torch.Generator().manual_seed(0))
     data = greedy_generate(target, prompts, 28, eos_token_id=[]).sequences  # (16, 32)
-    metrics = fit_head(head, target, [batch_of(data)], cfg, 150)
+    metrics = fit_head(head, target, [batch_of(data)], options, 150)
     assert metrics["step0_top1"] > 0.6 and metrics["step2_top1"] > 0.3, metrics
     calls = []
     hook = drafting_module.register_forward_hook(lambda *args: calls.append(1))

@@ -5,7 +5,8 @@ engine's tree and cache types; the decoding loop knows heads only through the `D
 train on heads and the core, never on decode; eval on decode and heads, never on train; serve
 (headstart/serve/, everything of vLLM) on eval, decode, heads and the core, never on train, and
 imported by none of them: train's distillation alone reaches its vLLM backend (`LATERAL`), which
-imports only the core and serve's modules that import only the core; the CLI and the demo on top. Every import counts, those inside functions
+imports only the core and serve's modules that import only the core; the CLI, the demo and the recipe
+loader on top. Every import counts, those inside functions
 too (a lazy import still runs).
 """
 
@@ -21,9 +22,10 @@ from tests.helpers import ROOT, adapted_head
 
 #: folder -> the package its modules are imported as (pyproject's package-dir)
 PACKAGES = {"headstart": "headstart", "heads": "headstart.heads", "train": "headstart.train", "eval": "headstart.eval"}
-#: modules above every folder: the CLI, the demo it runs, `python -m headstart` and the lazy
-#: public API (`headstart/__init__.py` names its modules as strings, imported on first use)
-TOP = {"headstart", "headstart.__main__", "headstart.cli", "headstart.demo"}
+#: modules above every folder: the CLI, the demo it runs, `python -m headstart`, the lazy public API
+#: (`headstart/__init__.py` names its modules as strings, imported on first use) and the recipe loader
+#: with every part (headstart/recipe.py: the head kinds' options and joint training, owned above the core)
+TOP = {"headstart", "headstart.__main__", "headstart.cli", "headstart.demo", "headstart.recipe"}
 #: layer -> the layers its modules may import (besides their own)
 ALLOWED = {
     "core": set(),

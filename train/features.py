@@ -90,6 +90,41 @@ def _target_info(target: Target) -> dict:
     return info
 
 
+class ShardWriter:
+    """Examples' features, buffered and written as safetensors shards of whole examples, each of at least
+    `shard_tokens` tokens (the last one fewer); `shards` lists what each holds, for the cache's index."""
+
+    def __init__(self, folder: Path, names: list[str], shard_tokens: int):
+        self.folder, self.names, self.shard_tokens = folder, names, shard_tokens
+        self.shards: list[dict] = []
+        self.buffer: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+        self.entries: list[list] = []  # [key, offset, tokens] of each example in the shard being filled
+        self.buffered = 0
+
+    def add(self, key: str, values: dict[str, torch.Tensor]) -> None:
+        """One example's features, (n, D) per name, padding dropped."""
+        n = len(values[self.names[0]])
+        for name in self.names:
+            self.buffer[name].append(values[name])
+        self.entries.append([key, self.buffered, n])
+        self.buffered += n
+        if self.buffered >= self.shard_tokens:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered examples as the next shard (renamed into place)."""
+        if not self.buffered:
+            return
+        name = f"shard-{len(self.shards):05d}.safetensors"
+        tensors = {n: torch.cat(self.buffer[n]).contiguous() for n in self.names}
+        save_file(tensors, str(self.folder / (name + ".tmp")), metadata={"format": "headstart-features"})
+        os.replace(self.folder / (name + ".tmp"), self.folder / name)
+        self.shards.append({"file": name, "tokens": self.buffered, "examples": self.entries})
+        for n in self.names:
+            self.buffer[n].clear()
+        self.entries, self.buffered = [], 0
+
+
 def write_feature_cache(
     target: Target,
     examples: list[Example],
@@ -102,67 +137,23 @@ def write_feature_cache(
     data_info: dict | None = None,
 ) -> dict:
     """Run the target over `examples` and write their features (padding excluded) into `folder`."""
-    if dtype not in STORAGE_DTYPES:
-        raise DataError(f"features.dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
-    layers = sorted(set(layers))
-    bad = [layer for layer in layers if not 0 <= layer < target.num_layers]
-    if bad:
-        raise DataError(f"features.layers {bad} do not exist: the target has layers 0..{target.num_layers - 1}")
-    folder = Path(folder)
+    folder, layers = Path(folder), _checked_layers(target, layers, dtype)
     if (folder / INDEX_NAME).exists():
         raise DataError(f"{folder} already holds a feature cache; delete it or choose another data.features_dir")
-    unique: dict[str, Example] = {}
-    for e in examples:
-        unique.setdefault(e.key, e)  # identical token ids have identical features: store them once
-    todo = sorted(unique.values(), key=lambda e: -len(e.input_ids))  # similar lengths together: less padding
+    todo = _distinct_longest_first(examples)
     tokens = sum(len(e.input_ids) for e in todo)
-    d, storage = target.hidden_size, STORAGE_DTYPES[dtype]
-    bytes_per_token = (1 + len(layers)) * d * storage.itemsize
+    d = target.hidden_size
+    bytes_per_token = (1 + len(layers)) * d * STORAGE_DTYPES[dtype].itemsize
     shard_tokens = max(1, int(shard_mb * 2**20) // bytes_per_token)
     n_shards = max(1, min(len(todo), tokens // shard_tokens))  # a shard holds whole examples
     estimate = estimate_bytes(tokens, len(layers), d, dtype, n_shards, len(todo))
     free = check_disk(folder, estimate)
     folder.mkdir(parents=True, exist_ok=True)
-
-    names = ["hidden"] + [f"layer_{layer}" for layer in layers]
-    shards: list[dict] = []
-    buffer: dict[str, list[torch.Tensor]] = {n: [] for n in names}
-    entries: list[list] = []
-    buffered = 0
-
-    def flush() -> None:
-        nonlocal buffered, entries
-        name = f"shard-{len(shards):05d}.safetensors"
-        tensors = {n: torch.cat(buffer[n]).contiguous() for n in names}
-        save_file(tensors, str(folder / (name + ".tmp")), metadata={"format": "headstart-features"})
-        os.replace(folder / (name + ".tmp"), folder / name)
-        shards.append({"file": name, "tokens": buffered, "examples": entries})
-        for n in names:
-            buffer[n].clear()
-        entries, buffered = [], 0
-
+    writer = ShardWriter(folder, ["hidden"] + [f"layer_{layer}" for layer in layers], shard_tokens)
     start = time.perf_counter()
-    bar = tqdm(total=tokens, desc="features", unit="tok", disable=not progress)
-    for i in range(0, len(todo), batch_size):
-        chunk = todo[i : i + batch_size]
-        batch = collate([{"input_ids": e.input_ids, "loss_mask": e.loss_mask} for e in chunk])
-        batch = {k: v.to(target.device) for k, v in batch.items()}
-        out = batch_features(target, batch, tuple(layers))
-        values = {"hidden": out.hidden, **{f"layer_{layer}": out.features[layer] for layer in layers}}
-        for row, e in enumerate(chunk):
-            n = len(e.input_ids)
-            for name in names:
-                buffer[name].append(values[name][row, :n].to("cpu", storage))  # (n, D), padding dropped
-            entries.append([e.key, buffered, n])
-            buffered += n
-            if buffered >= shard_tokens:  # shards hold whole examples, at least shard_tokens tokens
-                flush()
-        bar.update(sum(len(e.input_ids) for e in chunk))
-        bar.set_postfix(tok_s=f"{bar.n / (time.perf_counter() - start):.0f}")
-    bar.close()
-    if buffered:
-        flush()
-    index = {
+    _run_target(target, todo, layers, STORAGE_DTYPES[dtype], batch_size, writer, progress)
+    writer.flush()
+    _write_index(folder, {
         "format": "headstart-features",
         "format_version": FORMAT_VERSION,
         "target": _target_info(target),
@@ -172,11 +163,8 @@ def write_feature_cache(
         "examples": len(todo),
         "tokens": tokens,
         "data": data_info or {},
-        "shards": shards,
-    }
-    tmp = folder / (INDEX_NAME + ".tmp")
-    tmp.write_text(json.dumps(index) + "\n")
-    os.replace(tmp, folder / INDEX_NAME)  # the index last: a folder without it is an unfinished cache
+        "shards": writer.shards,
+    })
     written = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
     return {
         "folder": str(folder),
@@ -185,12 +173,58 @@ def write_feature_cache(
         "tokens": tokens,
         "layers": layers,
         "dtype": dtype,
-        "shards": len(shards),
+        "shards": len(writer.shards),
         "estimated_bytes": estimate,
         "written_bytes": written,
         "free_bytes_before": free,
         "seconds": round(time.perf_counter() - start, 1),
     }
+
+
+def _checked_layers(target: Target, layers, dtype: str) -> list[int]:
+    """The layers to store, sorted and distinct, after checking them and the storage dtype."""
+    if dtype not in STORAGE_DTYPES:
+        raise DataError(f"features.dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+    layers = sorted(set(layers))
+    bad = [layer for layer in layers if not 0 <= layer < target.num_layers]
+    if bad:
+        raise DataError(f"features.layers {bad} do not exist: the target has layers 0..{target.num_layers - 1}")
+    return layers
+
+
+def _distinct_longest_first(examples: list[Example]) -> list[Example]:
+    """Each distinct example once (identical token ids have identical features), longest first (similar
+    lengths batched together: less padding)."""
+    unique: dict[str, Example] = {}
+    for e in examples:
+        unique.setdefault(e.key, e)
+    return sorted(unique.values(), key=lambda e: -len(e.input_ids))
+
+
+def _run_target(target: Target, todo: list[Example], layers: list[int], storage: torch.dtype, batch_size: int,
+                writer: ShardWriter, progress: bool) -> None:
+    """The target's features of `todo`, batch by batch, into `writer` (in the storage dtype, on the CPU)."""
+    start = time.perf_counter()
+    bar = tqdm(total=sum(len(e.input_ids) for e in todo), desc="features", unit="tok", disable=not progress)
+    for i in range(0, len(todo), batch_size):
+        chunk = todo[i : i + batch_size]
+        batch = collate([{"input_ids": e.input_ids, "loss_mask": e.loss_mask} for e in chunk])
+        batch = {k: v.to(target.device) for k, v in batch.items()}
+        out = batch_features(target, batch, tuple(layers))
+        values = {"hidden": out.hidden, **{f"layer_{layer}": out.features[layer] for layer in layers}}
+        for row, e in enumerate(chunk):
+            n = len(e.input_ids)
+            writer.add(e.key, {name: v[row, :n].to("cpu", storage) for name, v in values.items()})  # (n, D) each
+        bar.update(sum(len(e.input_ids) for e in chunk))
+        bar.set_postfix(tok_s=f"{bar.n / (time.perf_counter() - start):.0f}")
+    bar.close()
+
+
+def _write_index(folder: Path, index: dict) -> None:
+    """The cache's index.json, written last and renamed into place: a folder without it is an unfinished cache."""
+    tmp = folder / (INDEX_NAME + ".tmp")
+    tmp.write_text(json.dumps(index) + "\n")
+    os.replace(tmp, folder / INDEX_NAME)
 
 
 class FeatureCache:

@@ -31,10 +31,11 @@ from headstart.adapter import ADAPTER_WEIGHTS, adapter_parameters, set_adapter_w
 from headstart.config import Recipe, TrainConfig, recipe_to_dict
 from headstart.files import space_for, staged_folder
 from headstart.heads.checkpoint import CONFIG_NAME, read_config, read_weights, save_heads
+from headstart.heads.losses import LossSettings
 from headstart.heads.results import restore_fields, saved_fields
 from headstart.target import Target, gathered
 from headstart.train.features import batch_features
-from headstart.train.joint import joint_loss
+from headstart.train.joint import JointConfig, joint_loss
 
 
 class TimeBudget(TrainerCallback):
@@ -134,12 +135,16 @@ class TrainingModule(nn.Module):
     weights are not handed to the optimizer, DDP or DeepSpeed) unless it carries adapters.
     """
 
-    def __init__(self, heads, target: Target, cfg: TrainConfig):
+    def __init__(self, heads, target: Target, cfg: TrainConfig, options=None, joint: JointConfig | None = None):
+        """options: the head kind's recipe options (`recipe.head.options`; default: its defaults); joint:
+        Medusa-2's joint training (`recipe.joint`; default: off)."""
         super().__init__()
         self.heads = heads
         object.__setattr__(self, "target", target)
-        self.cfg = cfg
-        self.joint = bool(cfg.joint)
+        self.options = type(heads).options_class() if options is None else options
+        self.shared = LossSettings.from_config(cfg)  # the training fields every kind's loss reads
+        self.joint_config = JointConfig() if joint is None else joint
+        self.joint = self.joint_config.enabled
         self.progress = 0.0  # share of the optimizer steps done (the head-loss warmup reads it)
         if self.joint or target.partitioned:
             # Joint mode: its LoRA parameters train, the rest stays frozen. ZeRO-3: DeepSpeed's hooks
@@ -154,9 +159,9 @@ class TrainingModule(nn.Module):
 
     def forward(self, **batch):
         if self.joint:
-            return joint_loss(self.heads, self.target, batch, self.cfg, self.progress)
+            return joint_loss(self.heads, self.target, batch, self.joint_config, self.options, self.shared, self.progress)
         features = batch_features(self.target, batch, self.heads.feature_layers)
-        return self.heads.training_loss(features, batch, self.target, self.cfg)
+        return self.heads.training_loss(features, batch, self.target, self.options, self.shared)
 
 
 class Progress(TrainerCallback):
@@ -234,7 +239,7 @@ class HeadTrainer(Trainer):
             heads = [p for p in module.heads.parameters() if p.requires_grad]
             adapters = adapter_parameters(self.target)
             groups = [
-                {"params": heads, "lr": cfg.lr * cfg.head_lr_multiplier, "weight_decay": cfg.weight_decay},
+                {"params": heads, "lr": cfg.lr * module.joint_config.head_lr_multiplier, "weight_decay": cfg.weight_decay},
                 {"params": adapters, "lr": cfg.lr, "weight_decay": cfg.weight_decay},
             ]
             self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr)

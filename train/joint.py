@@ -19,17 +19,42 @@ this module holds what training adds: their config from a recipe and the joint l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
 from headstart.adapter import adapters_disabled
-from headstart.config import RecipeError
+from headstart.config import RecipeError, recipe_field
+from headstart.heads.losses import LossSettings
 
 BACKBONE_LOSSES = ("kl", "lm")
 
 
-def lora_config(cfg, target):
-    """The PEFT LoraConfig of a recipe's train section."""
+@dataclass
+class JointConfig:
+    """Medusa-2's joint training (`recipe.joint`), its fields written under `train:` as they always were
+    (train.joint, train.lora_r, ...); headstart/recipe.py gives it to the recipe loader."""
+
+    joint: bool = recipe_field(False, "Medusa-2: train LoRA adapters on the target together with the heads; decoding then verifies with the ADAPTED target")
+    lora_r: int = recipe_field(32, "Medusa-2: LoRA rank", ge=1, le=1 << 16, why="wider than any layer")
+    lora_alpha: int = recipe_field(16, "Medusa-2: LoRA alpha (scale alpha / r)", ge=1)
+    lora_dropout: float = recipe_field(0.05, "Medusa-2: dropout on the LoRA input", ge=0, lt=1)
+    lora_targets: str = recipe_field("all-linear", "Medusa-2: 'all-linear' (every linear layer but the lm_head) or comma-separated module names, e.g. q_proj,v_proj")
+    backbone_loss: str = recipe_field("kl", "Medusa-2: the backbone's own loss: kl (KL to the base model's distribution, adapters off) or lm (next-token CE on the data)")
+    backbone_loss_weight: float = recipe_field(1.0, "Medusa-2: weight of the backbone's own loss", ge=0)
+    head_loss_weight: float = recipe_field(0.2, "Medusa-2: weight of the heads' loss (Medusa's heads coefficient)", ge=0)
+    head_loss_warmup: float = recipe_field(0.1, "Medusa-2: fraction of the steps over which the heads' loss weight rises linearly from 0", ge=0, le=1)
+    head_lr_multiplier: float = recipe_field(4.0, "Medusa-2: the heads' learning rate is lr times this (the adapters use lr)", gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the recipe trains jointly (`train.joint`)."""
+        return self.joint
+
+
+def lora_config(cfg: JointConfig, target):
+    """The PEFT LoraConfig of a recipe's joint training."""
     from peft import LoraConfig
 
     targets = cfg.lora_targets
@@ -47,15 +72,17 @@ def lora_config(cfg, target):
     )
 
 
-def head_loss_weight(cfg, progress: float) -> float:
+def head_loss_weight(cfg: JointConfig, progress: float) -> float:
     """w(step): linear from 0 to head_loss_weight over the first head_loss_warmup of training."""
     if cfg.head_loss_warmup <= 0:
         return cfg.head_loss_weight
     return cfg.head_loss_weight * min(1.0, progress / cfg.head_loss_warmup)
 
 
-def joint_loss(heads, target, batch: dict, cfg, progress: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """Medusa-2's loss for one batch: the backbone's own loss plus the warmed-up head loss."""
+def joint_loss(heads, target, batch: dict, cfg: JointConfig, options, shared: LossSettings,
+               progress: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Medusa-2's loss for one batch: the backbone's own loss plus the warmed-up head loss (the head's
+    `training_loss` with its kind's `options` and the `shared` training fields)."""
     ids, attention = batch["input_ids"], batch["attention_mask"]
     out = target.forward_with_grad(ids, attention_mask=attention)  # adapters on, gradients through them
     predicts = batch["loss_mask"][:, 1:].bool()  # position t predicts an assistant token at t + 1
@@ -67,7 +94,7 @@ def joint_loss(heads, target, batch: dict, cfg, progress: float) -> tuple[torch.
         backbone = F.kl_div(logits.log_softmax(-1), base_logp, log_target=True, reduction="batchmean")
     else:
         backbone = F.cross_entropy(logits, ids[:, 1:][predicts])
-    head_loss, metrics = heads.training_loss(out, batch, target, cfg)
+    head_loss, metrics = heads.training_loss(out, batch, target, options, shared)
     w = head_loss_weight(cfg, progress)
     metrics.update({f"backbone_{cfg.backbone_loss}": backbone.item(), "head_loss": head_loss.item(), "head_loss_weight": w})
     return cfg.backbone_loss_weight * backbone + w * head_loss, metrics

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import torch
 
-from headstart.heads.losses import simulated_accept_length
+from headstart.heads.losses import LossSettings, simulated_accept_length
 from headstart.train.data import ExampleDataset, collate
 from headstart.train.features import batch_features
 
 
 @torch.no_grad()
-def measure_steps(target, head, examples, cfg, batch_size: int = 4) -> dict:
-    """Token-weighted held-out metrics of a dynamic head's loss (no noise): per-step top-1, expected
-    acceptance Σ min(p, q) and the τ proxy."""
+def measure_steps(target, head, examples, options, shared: LossSettings, batch_size: int = 4) -> dict:
+    """Token-weighted held-out metrics of a dynamic head's loss (no noise; `options`, `shared`: as it
+    trained): per-step top-1, expected acceptance Σ min(p, q) and the τ proxy."""
     ds = ExampleDataset(examples)
     sums: dict[str, float] = {}
     weight = 0.0
@@ -22,7 +22,7 @@ def measure_steps(target, head, examples, cfg, batch_size: int = 4) -> dict:
     for start in range(0, len(ds), batch_size):
         batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))])
         out = batch_features(target, batch, head.feature_layers)
-        _, metrics = head.training_loss(out, batch, target, cfg)
+        _, metrics = head.training_loss(out, batch, target, options, shared)
         w = float(batch["loss_mask"].sum())
         weight += w
         for k, v in metrics.items():

@@ -15,10 +15,9 @@ import hashlib
 import json
 import shutil
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
-from headstart.config import Recipe, RecipeError
+from headstart.config import Recipe, RecipeError, recipe_to_dict
 from headstart.heads.checkpoint import CONFIG_NAME, WEIGHTS_NAME, CheckpointError
 
 TRAINER_STATE = "trainer_state.json"  # the HF Trainer's state: the last file of a checkpoint written
@@ -64,8 +63,9 @@ def training_fields(recipe: Recipe, target) -> dict:
     """Dotted recipe fields that change what training produces, with the target trained on (as JSON
     reads them back, so that a stored copy compares equal)."""
     fields = target_fields(target)
+    recorded = recipe_to_dict(recipe)  # the head kind's options and joint training's fields under their sections
     for section in ("head", "data", "train"):
-        for name, value in asdict(getattr(recipe, section)).items():
+        for name, value in recorded[section].items():
             if not (section == "train" and name in NOT_TRAINING_FIELDS):
                 fields[f"{section}.{name}"] = value
     return json.loads(json.dumps(fields, default=str))

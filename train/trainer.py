@@ -30,6 +30,7 @@ from headstart.config import Recipe, RecipeError, TrainConfig, recipe_to_dict
 from headstart.files import TRAIN_SUMMARY, space_for, staged_folder, write_json
 from headstart.heads.checkpoint import load_heads, save_corpus
 from headstart.heads.complement import draft_weights, free_hits
+from headstart.heads.losses import LossSettings
 from headstart.heads.results import DynamicTreeSpec, HeldOutAccuracy, trait
 from headstart.heads.vocab import frequent_tokens
 from headstart.jsonl import DataError
@@ -74,6 +75,38 @@ class TrainingData:
 
 
 @dataclass
+class TrainSummary:
+    """What `train` returns: the trained head in memory, ready to decode as loading its folder gives it
+    (the target's dtype and device, eval mode, its corpus table), with the run's figures and paths.
+    `record()` is the part that train_summary.json and the final head's config.json keep."""
+
+    head: nn.Module
+    steps: int  # optimizer steps, those before a resume included
+    train_seconds: float  # wall-clock seconds of this session's training
+    train_loss: float  # mean training loss over every step of the run
+    data: dict  # what reading found (train/data.py's build_examples): rows, skipped, truncated
+    train_examples: int
+    heldout_examples: int
+    heldout: dict  # held-out accuracy: per-depth top-1 (and top-5), the τ proxy, ...
+    best_checkpoint: dict | None  # by the simulated τ of the training window before each save
+    output_dir: Path
+    final: Path  # the final head's folder, output_dir/final
+
+    def record(self) -> dict:
+        """The run's figures as JSON data (train_summary.json), without the head and the paths."""
+        return {
+            "steps": self.steps,
+            "train_seconds": self.train_seconds,
+            "train_loss": self.train_loss,
+            "data": self.data,
+            "train_examples": self.train_examples,
+            "heldout_examples": self.heldout_examples,
+            "heldout": self.heldout,
+            "best_checkpoint": self.best_checkpoint,
+        }
+
+
+@dataclass
 class Outcome:
     """What the Trainer's run gave."""
 
@@ -82,8 +115,9 @@ class Outcome:
     loss: float  # mean training loss over every step of the run, those before a resume included
 
 
-def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> dict:
-    """Train the recipe's head on `target`; returns a summary. The final head is in output_dir/final.
+def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> TrainSummary:
+    """Train the recipe's head on `target`; returns its summary, the trained head in it. The final head is
+    saved in output_dir/final.
 
     head: train this head instead of a new one (or head.init_from's). The run holds the lock on
     train.output_dir throughout (headstart/lock.py): a second run into it is refused.
@@ -99,14 +133,14 @@ def run_lock(recipe: Recipe):
     return output_lock(recipe.train.output_dir, "train.output_dir", "headstart train")
 
 
-def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> dict:
+def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> TrainSummary:
     start = _start_run(recipe, target)
     torch.manual_seed(recipe.train.seed)
     data = _read_data(recipe, target)
     _weigh_by_free_hits(recipe.train, data.train)
     head = _setup_head(recipe, target, data.train, head)
     _add_joint_adapter(recipe, target)
-    module = TrainingModule(head, target, recipe.train)
+    module = TrainingModule(head, target, recipe.train, recipe.head.options, recipe.joint)
     dataset = training_dataset(data.train, recipe.data.features_dir, target, head.feature_layers)  # online or cached
     _note_partitioning(recipe, target)
     plan = plan_schedule(recipe.train, module, dataset, start.resume)
@@ -114,11 +148,12 @@ def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> dict:
     _resume_or_clear(trainer, recipe.train, start.resume)
     outcome = _run(trainer, start.resume)
     head = unpartitioned(trainer, head, target).eval()
-    heldout = _measure(head, target, data.heldout, recipe.train)
+    heldout = _measure(head, target, data.heldout, recipe)
     _log_heldout(trainer, heldout)
-    summary = _summary(outcome, data, heldout, trainer.best)
-    final = _save(trainer, head, recipe, summary, data.train)
-    return {**summary, "final": str(final)}
+    summary = _summary(head, outcome, data, heldout, trainer.best, Path(recipe.train.output_dir))
+    head.corpus = _save(trainer, summary, recipe, data.train)
+    head.to(device=target.device, dtype=target.dtype).requires_grad_(False)  # as loading final/ gives it
+    return summary
 
 
 def _start_run(recipe: Recipe, target: Target) -> RunStart:
@@ -131,11 +166,10 @@ def _start_run(recipe: Recipe, target: Target) -> RunStart:
 
 
 def check_recipe(recipe: Recipe) -> None:
-    """What `headstart train` checks before the target loads (minutes, for a large one): the head
-    kind, Medusa-2's preconditions, and the data: data.train_files named, and the rows of its local
-    files readable as conversations (a Hub dataset is read once the target is there)."""
-    if recipe.head.kind not in heads.REGISTRY:
-        raise RecipeError(f"head.kind: unknown kind {recipe.head.kind!r}; known: {', '.join(sorted(heads.REGISTRY))}")
+    """What `headstart train` checks before the target loads (minutes, for a large one), beyond what loading
+    the recipe checked (the head kind and its options): Medusa-2's preconditions, and the data:
+    data.train_files named, and the rows of its local files readable as conversations (a Hub dataset is
+    read once the target is there)."""
     _check_joint(recipe)
     if recipe.train.free_hit_weight < 1.0 and recipe.head.kind != "medusa":
         raise RecipeError(f"train.free_hit_weight: complementary training weighs Medusa heads' loss only; this recipe trains "
@@ -188,16 +222,19 @@ def _setup_head(recipe: Recipe, target: Target, examples: list[Example], head: n
             raise RecipeError(f"head.init_from: {recipe.head.init_from} holds a {head.kind} head, the recipe trains {recipe.head.kind}")
     if head is None:
         head = build_head(recipe, target, examples)
+    if head.kind != recipe.head.kind:  # it trains with the options of the recipe's kind
+        raise RecipeError(f"head.kind: the recipe trains a {recipe.head.kind} head, but the head given is a {head.kind} head: "
+                          f"set head.kind={head.kind}")
     return head.float().train()
 
 
 def _add_joint_adapter(recipe: Recipe, target: Target) -> None:
     """Medusa-2 (train.joint): LoRA adapters on the target, trained with the head."""
-    if not recipe.train.joint:
+    if not recipe.joint.enabled:
         return
     if target.adapter is not None:
         raise RecipeError("train.joint: the target already carries an adapter (a Medusa-2 head was loaded on it); train on a fresh target")
-    add_adapter(target, lora_config(recipe.train, target))
+    add_adapter(target, lora_config(recipe.joint, target))
 
 
 def _note_partitioning(recipe: Recipe, target: Target) -> None:
@@ -258,11 +295,12 @@ def _run(trainer: HeadTrainer, resume: Path | None) -> Outcome:
     return Outcome(steps=result.global_step, seconds=seconds, loss=trainer.run_loss(result))
 
 
-def _measure(head: nn.Module, target: Target, examples: list[Example], cfg: TrainConfig) -> dict:
+def _measure(head: nn.Module, target: Target, examples: list[Example], recipe: Recipe) -> dict:
     """Held-out accuracy: per-step top-1 and the τ proxy of the unrolled draft for a dynamic (EAGLE)
     head; per-depth top-k for a static one, kept as its `held_out` (static trees are built from it)."""
+    cfg = recipe.train
     if trait(head, "dynamic"):
-        return measure_steps(target, head, examples, cfg, batch_size=cfg.batch_size)
+        return measure_steps(target, head, examples, recipe.head.options, LossSettings.from_config(cfg), batch_size=cfg.batch_size)
     accuracy = measure_accuracy(target, head, examples, batch_size=cfg.batch_size)
     head.held_out = HeldOutAccuracy(accuracy["topk_accuracy"])
     return accuracy
@@ -277,41 +315,45 @@ def _log_heldout(trainer: HeadTrainer, accuracy: dict) -> None:
         trainer.log(per_depth)
 
 
-def _summary(outcome: Outcome, data: TrainingData, accuracy: dict, best: dict | None) -> dict:
-    """The run's summary, as train_summary.json and the final head's config.json record it."""
-    return {
-        "steps": outcome.steps,
-        "train_seconds": round(outcome.seconds, 1),
-        "train_loss": round(outcome.loss, 4),
-        "data": data.stats,
-        "train_examples": len(data.train),
-        "heldout_examples": len(data.heldout),
-        "heldout": {k: v for k, v in accuracy.items() if k != "topk_accuracy"},
-        "best_checkpoint": best,  # by the simulated τ of the training window before each save
-    }
+def _summary(head: nn.Module, outcome: Outcome, data: TrainingData, accuracy: dict, best: dict | None,
+             output_dir: Path) -> TrainSummary:
+    """The run's summary, the trained head in it."""
+    return TrainSummary(
+        head=head,
+        steps=outcome.steps,
+        train_seconds=round(outcome.seconds, 1),
+        train_loss=round(outcome.loss, 4),
+        data=data.stats,
+        train_examples=len(data.train),
+        heldout_examples=len(data.heldout),
+        heldout={k: v for k, v in accuracy.items() if k != "topk_accuracy"},
+        best_checkpoint=best,
+        output_dir=output_dir,
+        final=output_dir / "final",
+    )
 
 
-def _save(trainer: HeadTrainer, head: nn.Module, recipe: Recipe, summary: dict, train_examples: list[Example]) -> Path:
-    """Write the final head to output_dir/final (its config.json holds the summary and the recipe)
-    and train_summary.json beside it; returns the final head's folder."""
-    out = Path(recipe.train.output_dir)
+def _save(trainer: HeadTrainer, summary: TrainSummary, recipe: Recipe, train_examples: list[Example]):
+    """Write the final head to output_dir/final (its config.json holds the summary's record and the recipe)
+    and train_summary.json beside it; returns the corpus table of the training answers saved with it (None
+    when train.corpus_ngram is 0, and in the processes that do not write)."""
+    head, record, cfg = summary.head, summary.record(), recipe.train
+    table = None
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
         needed = sum(v.numel() * v.element_size() for v in head.state_dict().values()) + (1 << 16)
-        with space_for(out, needed, "the final head"), staged_folder(out / "final") as tmp:
-            head.save_pretrained(tmp, trainer.target, extra={"training": summary, "recipe": recipe_to_dict(recipe)})
-            if recipe.train.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
-                save_corpus(tmp, train_examples, recipe.train.corpus_ngram, recipe.train.corpus_ngram_tokens)
-        with space_for(out, 1 << 16, TRAIN_SUMMARY):
-            write_json(out / TRAIN_SUMMARY, summary)
-    return out / "final"
+        with space_for(summary.output_dir, needed, "the final head"), staged_folder(summary.final) as tmp:
+            head.save_pretrained(tmp, trainer.target, extra={"training": record, "recipe": recipe_to_dict(recipe)})
+            if cfg.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
+                table = save_corpus(tmp, train_examples, cfg.corpus_ngram, cfg.corpus_ngram_tokens)
+        with space_for(summary.output_dir, 1 << 16, TRAIN_SUMMARY):
+            write_json(summary.output_dir / TRAIN_SUMMARY, record)
+    return table
 
 
 def build_head(recipe: Recipe, target: Target, examples):
     """A new head of the recipe's kind; its draft vocabulary counted over `examples`' answers."""
     hcfg = recipe.head
-    if hcfg.kind not in heads.REGISTRY:
-        raise ValueError(f"head.kind: unknown kind {hcfg.kind!r}; known: {', '.join(sorted(heads.REGISTRY))}")
-    cls = heads.REGISTRY[hcfg.kind]
+    cls = heads.head_class(hcfg.kind)
     options = heads.recipe_options(hcfg)
     if hcfg.draft_vocab_size is not None:  # None: the whole vocabulary
         from headstart.heads.options import check_draft_vocab_size
@@ -383,8 +425,8 @@ def partition_report(target: Target) -> str:
 
 def _check_joint(recipe: Recipe) -> None:
     """Medusa-2's preconditions, before any data is read or anything is written."""
-    cfg = recipe.train
-    if not cfg.joint:
+    cfg = recipe.joint
+    if not cfg.enabled:
         return
     if recipe.head.kind != "medusa":
         raise RecipeError(f"train.joint (Medusa-2) trains Medusa heads with LoRA adapters; head.kind is {recipe.head.kind!r}")
@@ -392,5 +434,5 @@ def _check_joint(recipe: Recipe) -> None:
         raise RecipeError(f"train.backbone_loss must be one of {BACKBONE_LOSSES}, got {cfg.backbone_loss!r}")
     if recipe.data.features_dir:
         raise RecipeError("train.joint changes the target's features while it trains: it cannot read an offline feature cache (unset data.features_dir)")
-    if zero_stage(cfg.deepspeed) == 3:
+    if zero_stage(recipe.train.deepspeed) == 3:
         raise RecipeError("train.joint is not supported with ZeRO-3 yet (the adapters would be partitioned); use scripts/ds_zero2.json")

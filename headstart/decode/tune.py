@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from headstart.config import DecodeConfig, parse_override
+from headstart.config import DecodeConfig
 from headstart.decode.contract import DraftState, TreeSpec, trait
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
@@ -46,19 +46,6 @@ class TuneError(HeadstartError):
 
 
 # ---------------------------------------------------------------- which tree decodes
-
-
-def given_decode_fields(overrides: Sequence[str]) -> frozenset[str]:
-    """The decode fields that dotted command-line overrides set: 'decode.total_tokens=12' ->
-    {'total_tokens'}; 'decode={depth: 3}' -> {'depth'}."""
-    fields: set[str] = set()
-    for text in overrides:
-        key, value = parse_override(text)
-        if key.startswith("decode."):
-            fields.add(key.split(".")[1])
-        elif key == "decode" and isinstance(value, dict):
-            fields |= set(value)
-    return frozenset(fields)
 
 
 def tree_options(head, decode: DecodeConfig, given: Collection[str] = ()) -> tuple[dict, str]:

@@ -78,8 +78,8 @@ def test_medusa2_with_kl_keeps_smollm2_greedy_output(tmp_path, smol32):
     """A short Medusa-2 run on the real SmolLM2 (LoRA on every linear layer, KL to the base model):
     held-out greedy outputs stay the base model's. The adapters are removed afterwards (shared fixture)."""
     from headstart.adapter import remove_adapter
-    from headstart.config import load_recipe
     from headstart.eval.prompts import load_eval_prompts
+    from headstart.recipe import load_recipe
     from headstart.train.trainer import train
 
     recipe = load_recipe(ROOT / "recipes" / "smollm2-135m" / "medusa2.yaml", [
@@ -93,7 +93,7 @@ def test_medusa2_with_kl_keeps_smollm2_greedy_output(tmp_path, smol32):
     before = [greedy_generate(smol32, x, 24).sequences for x in ids]
     try:
         summary = train(recipe, smol32)
-        assert summary["steps"] == 4 and smol32.adapter is not None
+        assert summary.steps == 4 and smol32.adapter is not None
         assert any(v.abs().sum() > 0 for k, v in smol32.model.state_dict().items() if "lora_B" in k)
         after = [greedy_generate(smol32, x, 24).sequences for x in ids]
     finally:

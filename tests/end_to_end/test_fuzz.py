@@ -26,8 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headstart.cli import main
-from headstart.config import Recipe
+from headstart.config import Recipe, part_fields
 from headstart.jsonl import DataError
+from headstart.recipe import recipe_parts
 from headstart.train.data import build_examples
 
 QUICK = settings(max_examples=12, derandomize=True, deadline=timedelta(seconds=20), database=None,
@@ -40,9 +41,16 @@ PINNED = {"target.name_or_path", "train.output_dir", "distill.output", "eval.out
 
 
 def recipe_keys() -> list[str]:
+    """Every dotted key: the core's sections' and those of the parts layers above own (every head kind's
+    options, joint training's)."""
     keys = []
     for section in dataclasses.fields(Recipe):
-        keys += [f"{section.name}.{f.name}" for f in dataclasses.fields(typing.get_type_hints(Recipe)[section.name])]
+        if "part" not in section.metadata:
+            keys += [f"{section.name}.{f.name}" for f in dataclasses.fields(typing.get_type_hints(Recipe)[section.name])
+                     if "part" not in f.metadata]
+    parts = recipe_parts()
+    for cls, default in [*((cls, "head") for cls in parts.kinds.values()), (parts.joint, "train")]:
+        keys += [f"{section}.{name}" for section, name in part_fields(cls, default)]
     return sorted(set(keys) - PINNED)
 
 

@@ -25,10 +25,11 @@ import transformers as tr
 
 import headstart as hs
 from headstart.chat import encode_chat
-from headstart.config import TrainConfig
 from headstart.decode.corpus import CorpusNgram
 from headstart.decode.plain import greedy_generate
 from headstart.heads.checkpoint import save_heads
+from headstart.heads.dflash import DFlashOptions
+from headstart.heads.eagle3 import Eagle3Options
 from headstart.heads.export import export
 from headstart.serve.check import agreement, compare, headstart_side
 from headstart.serve.job import ServingError, corpus_env, head_speculative_config, run_vllm, vllm_job, vllm_python
@@ -69,7 +70,7 @@ def trained_eagle3(target, sequences: list[torch.Tensor], steps: int = 200, **op
     go to its build (parallel_drafting=True: a P-EAGLE head)."""
     vocab = torch.cat(sequences).unique()
     head = hs.heads.build("eagle3", target, draft_vocab=vocab, **options)
-    fit_head(head, target, [batch_of(seq[None]) for seq in sequences], TrainConfig(ttt_steps=K), steps)
+    fit_head(head, target, [batch_of(seq[None]) for seq in sequences], Eagle3Options(ttt_steps=K), steps)
     return head
 
 
@@ -394,7 +395,7 @@ def trained_dflash(target, sequences: list[torch.Tensor], steps: int = 200, **op
     """A DFlash head (heads/dflash.py) with blocks of K + 1 slots (K drafts, vLLM's num_speculative_tokens) that
     has learnt the target's own continuations of the prompts; `options` go to its build."""
     head = hs.heads.build("dflash", target, block_size=K + 1, **options)
-    fit_head(head, target, [batch_of(seq[None]) for seq in sequences], TrainConfig(dflash_blocks=64), steps)
+    fit_head(head, target, [batch_of(seq[None]) for seq in sequences], DFlashOptions(dflash_blocks=64), steps)
     return head
 
 

@@ -246,8 +246,8 @@ def test_unreachable_hub_from_the_command_line(tmp_path, smol_tokenizer):
 
 
 def test_bad_draft_vocabularies_are_refused_at_build_and_load(tmp_path):
-    from headstart.config import load_recipe
     from headstart.heads.options import HeadOptionsError
+    from headstart.recipe import load_recipe
     from headstart.train.trainer import build_head
 
     target = tiny_target("llama")

@@ -12,16 +12,23 @@ import torch
 from safetensors.torch import load_file
 
 import headstart as hs
-from headstart.config import RecipeError, TrainConfig, load_recipe
+from headstart.config import RecipeError
 from headstart.decode.contract import DraftState
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.errors import HeadstartError
-from headstart.heads.dflash import block_attention_mask, default_target_layers, dflash_loss, sample_anchors
+from headstart.heads.dflash import (
+    DFlashOptions,
+    block_attention_mask,
+    default_target_layers,
+    dflash_loss,
+    sample_anchors,
+)
 from headstart.heads.export import detect_layout, export, import_heads
 from headstart.heads.layout_dflash import dflash_names
 from headstart.heads.options import HeadOptionsError
+from headstart.recipe import load_recipe
 from headstart.train.features import batch_features
 from headstart.train.trainer import build_head, train
 from tests.helpers import (
@@ -133,7 +140,7 @@ def test_learns_to_draft_a_block_per_forward():
     block forward of the draft layers (the newly committed positions' context included)."""
     target = tiny_target("llama", seed=1)
     head = hs.heads.build("dflash", target, block_size=4, feature_layers=[0, 2])
-    assert_learns_one_draft_forward_per_step(target, head, head.layers[0].self_attn.q_proj, TrainConfig(dflash_blocks=32))
+    assert_learns_one_draft_forward_per_step(target, head, head.layers[0].self_attn.q_proj, DFlashOptions(dflash_blocks=32))
 
 
 def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shaped_target):
@@ -157,8 +164,8 @@ def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shape
     for name, value in target.model.state_dict().items():
         assert torch.equal(value, before[name]), f"target weight {name} changed"
     assert not any(k.startswith(("embed", "lm_head")) for k in head.state_dict())  # the target's, never saved
-    assert len(summary["heldout"]["top1"]) == 3 and summary["heldout"]["sim_accept_length"] >= 1.0  # per position
-    loaded = assert_reloads_and_decodes_losslessly(summary, head, target)
+    assert len(summary.heldout["top1"]) == 3 and summary.heldout["sim_accept_length"] >= 1.0  # per position
+    loaded = assert_reloads_and_decodes_losslessly(summary, target)
     assert loaded.block_size == 4 and loaded.options["mask_token_id"] == head.options["mask_token_id"]
 
 
@@ -199,6 +206,8 @@ def test_bad_options_give_clear_errors():
     assert hs.heads.build("dflash", target, block_size=3).default_tree.depth == 2  # the default tree: K deep at most
     with pytest.raises(RecipeError, match=r"head.block_size: expected a value >= 2"):
         load_recipe(None, ["head.kind=dflash", "head.block_size=1"])
+    with pytest.raises(RecipeError, match="head.block_size is an option of dflash heads, but head.kind is 'eagle3'"):
+        load_recipe(None, ["head.kind=eagle3", "head.block_size=4"])  # as the recipe loads
     cases = [
         (lambda: hs.heads.build("dflash", target, draft_vocab=torch.arange(10)), "whole vocabulary"),
         (lambda: hs.heads.build("dflash", target, block_size=1), "block_size=1"),
@@ -208,8 +217,6 @@ def test_bad_options_give_clear_errors():
         (lambda: hs.heads.build("dflash", target, feature_layers=[3]), r"in \[0, 3\)"),
         (lambda: hs.heads.build("dflash", target, block_size=3, tree={"depth": 5}), "a tree 5 deep cannot be filled: decode with depth <= 2"),
         (lambda: hs.heads.build("dflash", target, init_from_target=True), "init_from_target"),
-        (lambda: build_head(load_recipe(None, ["head.kind=eagle3", "head.block_size=4"]), target, []),
-         "head.block_size is an option of dflash heads, but head.kind is 'eagle3'"),
         (lambda: SpeculativeGenerator(target, head, depth=8, top_k=1, total_tokens=8).generate(torch.tensor([[1, 2, 3]]), 4),
          "decode with depth <= 7"),
     ]

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 import headstart as hs
-from headstart.config import TrainConfig, load_recipe
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.heads.checkpoint import CheckpointError
-from headstart.heads.eagle3 import ttt_mask
+from headstart.heads.eagle3 import Eagle3Options, ttt_mask
 from headstart.heads.feature_head import ArchitectureMismatch
+from headstart.recipe import load_recipe
 from headstart.target import float_mask
 from headstart.train.features import batch_features
 from headstart.train.trainer import build_head, train
@@ -109,20 +109,20 @@ def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shape
     head = hs.heads.build(kind, target, draft_vocab=torch.arange(300), tree={"depth": 3, "top_k": 2, "total_tokens": 5})
     initial = {k: v.clone() for k, v in head.state_dict().items()}
     summary = train(recipe, target, head)
-    loaded = hs.load_heads(summary["final"], target=target)
+    loaded = hs.load_heads(summary.final, target=target)
     assert loaded.kind == kind and loaded.default_tree == DynamicTreeSpec(3, 2, 5)
     for name, _ in head.named_parameters():
         assert not torch.equal(head.state_dict()[name], initial[name]), f"{name} did not move"
     for name, value in target.model.state_dict().items():
         assert torch.equal(value, before[name]), f"target weight {name} changed"
     assert not any(k.startswith(("embed", "model.")) for k in loaded.state_dict()), "no target weight in the head"
-    assert summary["heldout"]["top1"] and "sim_accept_length" in summary["heldout"]
+    assert summary.heldout["top1"] and "sim_accept_length" in summary.heldout
     # The best checkpoint by the training window's simulated τ is kept beside the last one.
-    best = summary["best_checkpoint"]
+    best = summary.best_checkpoint
     assert best["step"] in (1, 2) and best["sim_accept_length"] >= 1.0
     assert hs.load_heads(best["path"], target=target).kind == kind
     # It reloads identically and decodes losslessly with its stored tree settings.
-    again = hs.load_heads(summary["final"], target=target)
+    again = hs.load_heads(summary.final, target=target)
     for (n, a), (_, b) in zip(loaded.state_dict().items(), again.state_dict().items()):
         assert torch.equal(a, b), n
     prompt = torch.tensor([target.tokenizer("count from 7").input_ids])
@@ -139,10 +139,10 @@ def test_eagle3_learns_to_draft_what_the_target_writes():
     batch = batch_of(data)
     out = batch_features(target, batch, head.feature_layers)
     opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
-    cfg = TrainConfig(ttt_steps=3)
+    options = Eagle3Options(ttt_steps=3)
     head.train()
     for _ in range(150):
-        loss, metrics = head.training_loss(out, batch, target, cfg)
+        loss, metrics = head.training_loss(out, batch, target, options)
         opt.zero_grad()
         loss.backward()
         opt.step()

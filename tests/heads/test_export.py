@@ -721,7 +721,7 @@ def test_export_never_replaces_what_the_user_owns(tmp_path, smol_shaped_target):
     run = tmp_path / "runs" / "x"
     summary = train(train_recipe(tmp_path, "train.max_steps=2", "train.save_steps=1", f"train.output_dir={run}"),
                     smol_shaped_target)
-    final = Path(summary["final"])
+    final = Path(summary.final)
     assert {"final", "checkpoint-1", "checkpoint-2", "train_summary.json"} <= {p.name for p in run.iterdir()}
     before = snapshot(run)
     # --out runs/x for --head runs/x/final: the folder holds the head being exported, even with force.

@@ -7,11 +7,12 @@ import torch
 from huggingface_hub import HfApi
 
 import headstart as hs
-from headstart.config import load_recipe, recipe_to_dict
+from headstart.config import recipe_to_dict
 from headstart.decode.corpus import FILE_NAME as CORPUS_FILE
 from headstart.decode.corpus import CorpusNgram
 from headstart.heads.export import export
 from headstart.heads.hub import HubError, push_to_hub
+from headstart.recipe import load_recipe
 from tests.helpers import flip_tensor_bytes, tiny_target
 
 

@@ -10,12 +10,13 @@ import torch
 from torch import nn
 
 import headstart as hs
-from headstart.config import RecipeError, load_recipe
+from headstart.config import RecipeError
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.heads.init_from_target import DRAFT_LAYER, TargetLayerCopy
 from headstart.heads.options import HeadOptionsError
 from headstart.heads.reading import read_safetensors
+from headstart.recipe import load_recipe
 from headstart.train.trainer import build_head, train
 from tests.helpers import VOCAB, assert_close, smol_target, tiny_target, write_conversations
 
@@ -145,7 +146,7 @@ def test_training_moves_the_head_not_the_target_and_the_record_round_trips(tmp_p
     assert config["head"]["init_from_target"] == record and config["recipe"]["head"]["init_from_target"] is True
     saved = read_safetensors(final / "model.safetensors")
     assert set(saved) == set(head.state_dict()), "the head saves its own tensors and no target weight"
-    loaded = hs.load_heads(summary["final"], target=target)
+    loaded = hs.load_heads(summary.final, target=target)
     assert loaded.layer_copy == head.layer_copy and loaded.layer_copy.to_json() == record
     for name, value in head.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value.to(loaded.state_dict()[name].dtype)), name

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 import transformers as tr
 
 import headstart as hs
-from headstart.config import load_recipe
 from headstart.errors import HeadstartError
 from headstart.heads.losses import LOSSES, Objective, hard_draft_loss, soft_draft_loss
+from headstart.recipe import load_recipe
 from headstart.target import Target
 from headstart.train.trainer import train
 from tests.helpers import assert_close, recipe
@@ -148,12 +148,12 @@ def test_training_on_tv_moves_the_head_and_not_the_target(tmp_path, smol_shaped_
     initial = {k: v.clone() for k, v in head.state_dict().items()}
     r = recipe(tmp_path, "head.kind=eagle3", "train.ttt_steps=2", "train.loss=tv", "train.max_steps=3", "train.save_steps=100")
     summary = train(r, target, head)
-    assert summary["steps"] == 3
+    assert summary.steps == 3
     moved = [k for k, v in head.state_dict().items() if not torch.equal(v, initial[k])]
     assert {"fc.weight", "lm_head.weight"} <= set(moved), moved
     for name, value in target.model.state_dict().items():
         assert torch.equal(value, before[name]), f"target weight {name} changed"
-    accept = summary["heldout"]["accept"]  # held-out Σ min(p, q) per training-time-test step
+    accept = summary.heldout["accept"]  # held-out Σ min(p, q) per training-time-test step
     assert len(accept) == 2 and all(0 < a < 1 for a in accept), accept
 
 

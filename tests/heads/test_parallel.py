@@ -11,14 +11,16 @@ import torch
 from safetensors.torch import load_file
 
 import headstart as hs
-from headstart.config import RecipeError, TrainConfig, load_recipe
+from headstart.config import RecipeError
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.plain import greedy_generate
 from headstart.errors import HeadstartError
+from headstart.heads.eagle3 import Eagle3Options
 from headstart.heads.export import ExportError, export, import_heads
 from headstart.heads.options import HeadOptionsError
 from headstart.heads.parallel import block_mask, mask_feature, parallel_loss, parallel_tree
+from headstart.recipe import load_recipe
 from headstart.target import float_mask
 from headstart.train.features import batch_features
 from headstart.train.trainer import build_head, train
@@ -149,7 +151,7 @@ def test_learns_to_draft_in_one_forward_per_step():
     costs one forward of the draft layer, the newly committed positions included."""
     target = tiny_target("llama", seed=1)
     head = hs.heads.build("eagle3", target, parallel_drafting=True, parallel_tokens=3)
-    assert_learns_one_draft_forward_per_step(target, head, head.midlayer.self_attn, TrainConfig())
+    assert_learns_one_draft_forward_per_step(target, head, head.midlayer.self_attn, Eagle3Options())
 
 
 def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shaped_target):  # noqa: F811
@@ -172,8 +174,8 @@ def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shape
     assert "mask_hidden" in dict(head.named_parameters())
     for name, value in target.model.state_dict().items():
         assert torch.equal(value, before[name]), f"target weight {name} changed"
-    assert len(summary["heldout"]["top1"]) == 3 and summary["heldout"]["sim_accept_length"] >= 1.0  # per position
-    loaded = assert_reloads_and_decodes_losslessly(summary, head, target)
+    assert len(summary.heldout["top1"]) == 3 and summary.heldout["sim_accept_length"] >= 1.0  # per position
+    loaded = assert_reloads_and_decodes_losslessly(summary, target)
     assert loaded.parallel_tokens == 3 and loaded.options["ptd_token_id"] == head.options["ptd_token_id"]
 
 
@@ -217,11 +219,11 @@ def test_recipe_fields_and_bad_values_give_clear_errors():
     assert hs.heads.build("eagle3", target, parallel_drafting=True).default_tree.depth == 4  # the default tree: K deep
     with pytest.raises(RecipeError, match=r"head.parallel_tokens: expected a value >= 2"):
         load_recipe(None, ["head.kind=eagle3", "head.parallel_drafting=true", "head.parallel_tokens=1"])
+    with pytest.raises(RecipeError, match="head.parallel_drafting is an option of eagle3 heads, but head.kind is 'medusa'"):
+        load_recipe(None, ["head.kind=medusa", "head.parallel_drafting=true"])  # as the recipe loads
     cases = [
         (lambda: build_head(load_recipe(None, ["head.kind=eagle3", "head.parallel_drafting=true"]), target, []),
          r"a tree 5 deep cannot be filled: decode with depth <= 4 \(decode.depth\)"),
-        (lambda: build_head(load_recipe(None, ["head.kind=medusa", "head.parallel_drafting=true"]), target, []),
-         "head.parallel_drafting is an option of eagle3 heads, but head.kind is 'medusa'"),
         (lambda: hs.heads.build("medusa", target, parallel_drafting=True), "a medusa head takes no option 'parallel_drafting'"),
         (lambda: hs.heads.build("eagle3", target, parallel_drafting=True, parallel_tokens=1), "K >= 2"),
         (lambda: hs.heads.build("eagle3", target, parallel_tokens=3), "parallel_tokens set on a head without parallel drafting"),

@@ -3,7 +3,16 @@ import typing
 
 import pytest
 
-from headstart.config import Bounds, Recipe, RecipeError, load_recipe, parse_override, split_overrides
+from headstart.config import (
+    Bounds,
+    Recipe,
+    RecipeError,
+    override_keys,
+    parse_override,
+    section_fields,
+    split_overrides,
+)
+from headstart.recipe import load_recipe, recipe_parts
 from tests.helpers import ROOT
 
 RECIPES = sorted(ROOT.glob("recipes/*/*.yaml"))
@@ -26,15 +35,23 @@ def test_every_recipe_loads_and_opens_with_its_command(path):
     # eagle3-parallel.yaml EAGLE-3 heads that draft in parallel (P-EAGLE), eagle3-long.yaml the long CPU recipe
     expected = {"medusa2": ("medusa", True, False), "eagle3-parallel": ("eagle3", False, True), "eagle3-long": ("eagle3", False, False)}
     kind, joint, parallel = expected.get(path.stem, (path.stem, False, False))
-    assert (recipe.head.kind, recipe.train.joint, recipe.head.parallel_drafting) == (kind, joint, parallel)
+    assert (recipe.head.kind, recipe.joint.enabled, getattr(recipe.head.options, "parallel_drafting", False)) == (kind, joint, parallel)
     assert path.read_text().startswith(f"# headstart train recipes/{path.parent.name}/{path.name}")
 
 
 def test_overrides_and_types():
-    r = load_recipe(RECIPES[0], ["train.lr=3e-4", "head.num_heads=4", "data.train_files=[a.jsonl, b.jsonl]", "train.max_minutes=null"])
-    assert r.train.lr == 3e-4 and r.head.num_heads == 4 and r.data.train_files == ["a.jsonl", "b.jsonl"]
+    r = load_recipe(ROOT / "recipes/smollm2-135m/medusa.yaml", ["train.lr=3e-4", "head.num_heads=4", "data.train_files=[a.jsonl, b.jsonl]", "train.max_minutes=null"])
+    assert r.train.lr == 3e-4 and r.head.options.num_heads == 4 and r.data.train_files == ["a.jsonl", "b.jsonl"]
     assert r.train.max_minutes is None
     assert parse_override("train.epochs=2") == ("train.epochs", 2)
+
+
+def test_the_keys_a_command_line_sets_are_data():
+    """The CLI records the dotted keys its overrides set (a mapping value key by key); decode's tree
+    precedence reads the decode fields among them, never the override text."""
+    keys = override_keys(["decode.total_tokens=5", "eval.num_prompts=2", "decode={depth: 3, top_k: 2}", "train={}"])
+    assert keys == {"decode.total_tokens", "decode.depth", "decode.top_k", "eval.num_prompts", "train"}
+    assert section_fields(keys, "decode") == {"total_tokens", "depth", "top_k"} and section_fields(keys, "head") == set()
 
 
 @pytest.mark.parametrize(
@@ -77,8 +94,10 @@ def test_typo_in_a_recipe_file(tmp_path):
 
 
 def _sections() -> list[type]:
+    """Every dataclass a recipe is filled from: the core's sections, each head kind's options, joint training's."""
     hints = typing.get_type_hints(Recipe)
-    return [hints[f.name] for f in dataclasses.fields(Recipe)]
+    parts = recipe_parts()
+    return [hints[f.name] for f in dataclasses.fields(Recipe) if "part" not in f.metadata] + [*parts.kinds.values(), parts.joint]
 
 
 def _numeric(tp) -> bool:

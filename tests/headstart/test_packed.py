@@ -9,10 +9,10 @@ from transformers import AutoTokenizer
 
 import headstart as hs
 from headstart.cli import _target
-from headstart.config import load_recipe
 from headstart.decode.plain import greedy_generate
 from headstart.embedded import embedded_model_path
 from headstart.packed import PackedLinear, can_pack, unpack_linears
+from headstart.recipe import load_recipe
 from tests.helpers import VOCAB, assert_close, perturbed_heads, perturbed_of, random_prompts, tiny_target
 
 pytestmark = pytest.mark.skipif(not can_pack(nn.Linear(2, 2)), reason="PyTorch built without oneDNN")

@@ -10,7 +10,7 @@ import torch
 from transformers.trainer import SCHEDULER_NAME
 
 import headstart as hs
-from headstart.config import load_recipe
+from headstart.recipe import load_recipe
 from headstart.train.budget import (
     Plan,
     clock_of,
@@ -108,8 +108,8 @@ def test_a_budget_shorter_than_the_epochs_is_followed_by_the_clock(tmp_path, smo
     r = recipe(tmp_path, "train.max_minutes=0.05", "train.epochs=1000", "train.save_steps=100000", "train.corpus_ngram=0",
                "train.logging_steps=1")
     summary = train(r, target, heads)
-    epochs_steps = math.ceil(summary["train_examples"] * 1000 / 4)
-    assert 3.0 <= summary["train_seconds"] < 8.0 and 1 < summary["steps"] < epochs_steps
+    epochs_steps = math.ceil(summary.train_examples * 1000 / 4)
+    assert 3.0 <= summary.train_seconds < 8.0 and 1 < summary.steps < epochs_steps
     state = json.loads(next((tmp_path / "run").glob("checkpoint-*/trainer_state.json")).read_text())
     rates = [e["learning_rate"] for e in state["log_history"] if "learning_rate" in e]
     # lr 1e-2: up to nearly all of it, then down to nearly nothing as the budget ends (logged after each step)

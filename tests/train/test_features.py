@@ -4,8 +4,8 @@ import random
 import pytest
 import torch
 
-from headstart.config import load_recipe
 from headstart.jsonl import DataError
+from headstart.recipe import load_recipe
 from headstart.train.data import ExampleDataset, build_examples, collate
 from headstart.train.features import (
     CachedFeatureDataset,
@@ -115,7 +115,7 @@ def test_training_from_the_cache(tmp_path, setup, smol_tokenizer, kind):
         summary = train(recipe, target)
     finally:
         handle.remove()
-    assert summary["steps"] == 3 and summary["data"]["examples"] == 24
+    assert summary.steps == 3 and summary.data["examples"] == 24
     # The target ran only over the held-out examples (measured after training), never in a step:
     # 3 steps of 4 would have added 12 training sequences.
-    assert 0 < len(seen) <= summary["heldout_examples"] == 2
+    assert 0 < len(seen) <= summary.heldout_examples == 2

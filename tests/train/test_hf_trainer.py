@@ -54,7 +54,7 @@ def test_tensorboard_events_are_written(tmp_path, smol_shaped_target):  # noqa: 
     for tag in ("train/heldout/top1_depth1", "train/heldout/top5_depth2", "train/heldout/sim_accept_length"):
         assert len(events.Scalars(tag)) == 1, (tag, scalars)
     heldout = events.Scalars("train/heldout/top1_depth1")[0].value
-    assert_close(heldout, summary["heldout"]["top1"][0], "held-out top-1 as TensorBoard stores it (float32)", ulps=1)
+    assert_close(heldout, summary.heldout["top1"][0], "held-out top-1 as TensorBoard stores it (float32)", ulps=1)
     # The run config: the recipe, the target and the head, as JSON text beside HF's own arguments.
     texts = {t.split("/")[0]: t for t in events.Tags()["tensors"]}
     ours = json.loads(events.Tensors(texts["headstart"])[0].tensor_proto.string_val[0])

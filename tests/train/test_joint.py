@@ -41,7 +41,7 @@ def test_joint_steps_move_adapters_and_heads_not_the_base_weights(tmp_path, smol
     heads = hs.heads.build("medusa", target, num_heads=2, draft_vocab=torch.arange(300))
     initial = {k: v.clone() for k, v in heads.state_dict().items()}
     summary = train(joint_recipe(tmp_path, "train.max_steps=3", "train.save_steps=100", "train.head_loss_warmup=0"), target, heads)
-    assert summary["steps"] == 3 and target.adapter is not None
+    assert summary.steps == 3 and target.adapter is not None
     for name, value in heads.state_dict().items():
         if name != "draft_ids":
             assert not torch.equal(value, initial[name]), f"head weight {name} did not move"
@@ -83,12 +83,12 @@ def test_kl_bounds_the_divergence_and_reload_is_identical(tmp_path, smol_shaped_
 
     # Reload on a fresh copy of the base target: the adapter comes back with the head, identically.
     reloaded_target = fresh_copy(base_target)
-    heads = hs.load_heads(summary["final"], target=reloaded_target)
+    heads = hs.load_heads(summary.final, target=reloaded_target)
     assert reloaded_target.adapter is not None
     ids = prompts(target)[0]
     # (Loading merges the adapter into the weights for speed: equal up to float32 rounding.)
     assert_close(reloaded_target(ids).hidden, target(ids).hidden, "merged adapter against the adapter layers")
-    for name, value in hs.load_heads(summary["final"], target=target).state_dict().items():
+    for name, value in hs.load_heads(summary.final, target=target).state_dict().items():
         assert torch.equal(heads.state_dict()[name], value)
     # Speculative decoding verifies with the adapted target: equal to its plain greedy output.
     out = hs.SpeculativeGenerator(reloaded_target, heads).generate(ids, 16, eos_token_id=[])
@@ -99,7 +99,7 @@ def test_merge_export_and_bad_input(tmp_path, smol_shaped_target):  # noqa: F811
     target = smol_shaped_target
     pristine = fresh_copy(target)
     summary = train(joint_recipe(tmp_path, "train.max_steps=2", "train.head_loss_warmup=0", "train.lr=1e-2"), target)
-    final = summary["final"]
+    final = str(summary.final)
     ids = prompts(target)[1]
     adapted_hidden = target(ids).hidden
 
@@ -129,7 +129,7 @@ def test_merge_export_and_bad_input(tmp_path, smol_shaped_target):  # noqa: F811
 
     # A target that already carries another adapter is refused, not silently double-adapted.
     other = fresh_copy(pristine)
-    add_adapter(other, lora_config(joint_recipe(tmp_path).train, other))
+    add_adapter(other, lora_config(joint_recipe(tmp_path).joint, other))
     with pytest.raises(CheckpointError, match="another adapter"):
         hs.load_heads(final, target=other)
     # A corrupt or missing adapter file is a clear error, and the target is left without half an adapter.
@@ -162,7 +162,7 @@ def test_resume_restores_heads_and_adapter(tmp_path, smol_shaped_target):  # noq
     resumed_target = fresh_copy(pristine)
     r = joint_recipe(tmp_path, "train.max_steps=4", "train.save_steps=2", f"train.resume_from_checkpoint={run / 'checkpoint-2'}",
                      f"train.output_dir={tmp_path / 'resumed'}")
-    assert train(r, resumed_target)["steps"] == 4
+    assert train(r, resumed_target).steps == 4
     resumed = load_file(tmp_path / "resumed" / "final" / "adapter_model.safetensors")
     assert sorted(resumed) == sorted(uninterrupted)
     for name in resumed:

@@ -15,8 +15,9 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from headstart.config import RecipeError, load_recipe
+from headstart.config import RecipeError
 from headstart.jsonl import DataError
+from headstart.recipe import load_recipe
 from headstart.target import Target
 from headstart.train.distill import distill
 from headstart.train.resume import ResumeError
@@ -199,7 +200,7 @@ def test_a_folder_holding_another_run_is_never_taken_over(tmp_path, smol_shaped_
         train(recipe(tmp_path, *new, "train.resume_from_checkpoint=last"), target)
     # Asked to start over: the earlier run's outputs go, the user's file stays.
     summary = train(recipe(tmp_path, *new, "train.overwrite_output_dir=true"), target)
-    assert summary["steps"] == 2
+    assert summary.steps == 2
     assert sorted(p.name for p in run.iterdir()) == ["best", "checkpoint-1", "checkpoint-2", "final", "notes.txt", "train_summary.json"]
     assert (run / "notes.txt").read_text() == "the user's own file"
     assert json.loads((run / "final" / "config.json").read_text())["recipe"]["train"]["lr"] == 0.02
@@ -219,7 +220,7 @@ def test_a_torn_trainer_state_falls_back_to_the_previous_checkpoint(tmp_path, sm
     skipped = [line for line in err.splitlines() if "skipping" in line]
     assert len(skipped) == 1 and "checkpoint-6" in skipped[0] and "trainer_state.json is not valid JSON" in skipped[0]
     assert "resuming from checkpoint-4" in skipped[0]
-    assert resumed["steps"] == 6
+    assert resumed.steps == 6
     again = load_file(run / "final" / "model.safetensors")
     for name in final:
         assert_close(again[name], final[name], f"resumed {name}")

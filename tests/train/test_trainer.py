@@ -1,4 +1,5 @@
 
+import json
 from pathlib import Path
 
 import torch
@@ -19,14 +20,14 @@ def test_a_step_moves_the_head_and_not_the_target(tmp_path, smol_shaped_target):
     heads = hs.heads.build("medusa", target, num_heads=2, draft_vocab=torch.arange(300))
     initial = {k: v.clone() for k, v in heads.state_dict().items()}
     summary = train(recipe(tmp_path, "train.max_steps=3", "train.save_steps=100"), target, heads)
-    assert summary["steps"] == 3
+    assert summary.steps == 3
     for name, value in heads.state_dict().items():
         if name != "draft_ids":
             assert not torch.equal(value, initial[name]), f"{name} did not move"
     for name, value in target.model.state_dict().items():
         assert torch.equal(value, before[name]), f"target weight {name} changed"
     # The final head reloads and decodes losslessly.
-    loaded = hs.load_heads(summary["final"], target=target)
+    loaded = hs.load_heads(summary.final, target=target)
     assert len(loaded.held_out.topk) == 2 and "accuracy" not in loaded.options  # one row per depth
     prompt = torch.tensor([target.tokenizer("count from 7").input_ids])
     ref = greedy_generate(target, prompt, 12, eos_token_id=[])
@@ -37,6 +38,15 @@ def test_a_step_moves_the_head_and_not_the_target(tmp_path, smol_shaped_target):
     hybrid = with_lookup(loaded, HybridSettings(prompt_lookup=4, lookup_copy=20, corpus_draft=6))
     out = hs.SpeculativeGenerator(target, hybrid).generate(prompt, 12, eos_token_id=[])
     assert hybrid.uses_corpus and torch.equal(out.sequences, ref.sequences)
+    # The summary holds the same head in memory, as loading gives it: same weights, dtype, table and drafts.
+    assert summary.head is heads and not any(p.requires_grad for p in heads.parameters())
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(heads.state_dict()[name], value), name
+    assert len(heads.corpus) == len(loaded.corpus) and heads.held_out == loaded.held_out
+    in_memory = with_lookup(heads, HybridSettings(prompt_lookup=4, lookup_copy=20, corpus_draft=6))
+    again = hs.SpeculativeGenerator(target, in_memory).generate(prompt, 12, eos_token_id=[])
+    assert torch.equal(again.sequences, out.sequences) and again.accepted_per_step == out.accepted_per_step
+    assert summary.record() == json.loads((summary.output_dir / "train_summary.json").read_text())
 
 
 def test_resume_skips_a_checkpoint_cut_short_and_ends_as_the_uninterrupted_run(tmp_path, smol_shaped_target, capsys):  # noqa: F811
@@ -54,9 +64,9 @@ def test_resume_skips_a_checkpoint_cut_short_and_ends_as_the_uninterrupted_run(t
     # Resuming from the last complete checkpoint ends where the uninterrupted run did.
     r2 = recipe(tmp_path, "train.max_steps=6", "train.save_steps=2", "train.save_total_limit=5", "train.resume_from_checkpoint=last")
     resumed = train(r2, target)
-    assert resumed["steps"] == 6
-    assert_close(resumed["train_loss"], uninterrupted["train_loss"], "mean training loss, resumed against uninterrupted")
-    assert resumed["heldout"] == uninterrupted["heldout"] and resumed["best_checkpoint"] == uninterrupted["best_checkpoint"]
+    assert resumed.steps == 6
+    assert_close(resumed.train_loss, uninterrupted.train_loss, "mean training loss, resumed against uninterrupted")
+    assert resumed.heldout == uninterrupted.heldout and resumed.best_checkpoint == uninterrupted.best_checkpoint
     again = load_file(run / "final" / "model.safetensors")
     for name in final:
         assert_close(again[name], final[name], f"resumed {name}")
@@ -65,8 +75,8 @@ def test_resume_skips_a_checkpoint_cut_short_and_ends_as_the_uninterrupted_run(t
 def test_training_learns_a_predictable_pattern(tmp_path, smol_shaped_target):  # noqa: F811
     r = recipe(tmp_path, "train.max_steps=40", "head.shared_lm_head=false", "head.draft_vocab_size=64", "train.corpus_ngram=0")
     summary = train(r, smol_shaped_target)
-    assert not (Path(summary["final"]) / FILE_NAME).exists()  # train.corpus_ngram = 0: no table
-    assert summary["heldout"]["top5"][0] > 0.2  # counting is predictable two tokens ahead
+    assert not (Path(summary.final) / FILE_NAME).exists()  # train.corpus_ngram = 0: no table
+    assert summary.heldout["top5"][0] > 0.2  # counting is predictable two tokens ahead
 
 
 def test_complementary_training_weighs_the_tokens_head_free_drafting_predicts(tmp_path, smol_shaped_target, capsys):  # noqa: F811

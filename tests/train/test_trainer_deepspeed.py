@@ -27,7 +27,8 @@ import torch
 import transformers as tr
 from safetensors.torch import load_file
 
-from headstart.config import RecipeError, load_recipe
+from headstart.config import RecipeError
+from headstart.recipe import load_recipe
 from headstart.target import Target
 from headstart.train.data import build_examples
 from headstart.train.trainer import train, zero3_loading, zero_stage

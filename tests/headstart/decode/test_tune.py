@@ -12,7 +12,7 @@ import headstart as hs
 from headstart.cli import main
 from headstart.config import DecodeConfig
 from headstart.decode.tree import HeldOutAccuracy, StaticTreeSpec, Tree
-from headstart.decode.tune import TuneError, dynamic_grid, given_decode_fields, monotone_costs, tree_options, tune_tree
+from headstart.decode.tune import TuneError, dynamic_grid, monotone_costs, tree_options, tune_tree
 from headstart.errors import HeadstartError
 from headstart.heads.results import set_default_tree
 from headstart.target import Target
@@ -66,7 +66,6 @@ def test_tree_options_take_the_command_then_the_head_then_the_recipe(target):
     medusa.held_out = HeldOutAccuracy([[0.6, 0.2], [0.4, 0.1], [0.3, 0.1]])
     sized, source = tree_options(medusa, DecodeConfig(tree="auto", tree_size=5), {"tree_size"})
     assert source == "command" and isinstance(sized["tree"], Tree) and sized["tree"].size == 5  # not the saved 3 nodes
-    assert given_decode_fields(["decode.total_tokens=5", "eval.num_prompts=2", "decode={depth: 3}"]) == {"total_tokens", "depth"}
 
 
 # ---------------------------------------------------------------- the precedence, through the CLI

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import headstart as hs
-from headstart.config import TrainConfig
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.plain import greedy_generate
+from headstart.heads.eagle3 import Eagle3Options
 from headstart.serve.check import headstart_side
 from headstart.serve.prediction import along_text_acceptance, along_text_steps
 from tests.helpers import batch_of, fit_head, tiny_target
@@ -65,7 +65,7 @@ def test_along_own_text_equals_loop_in_float32(kind, one_thread):
     prompts = [torch.randint(0, 128, (6,), generator=g).tolist() for _ in range(4)]
     continuations = [greedy_generate(target, torch.tensor([p]), NEW, eos_token_id=[]).sequences[0] for p in prompts]
     head = HEADS[kind](target)  # taught half the prompts: partial acceptance
-    fit_head(head, target, [batch_of(seq[None]) for seq in continuations[:2]], TrainConfig(ttt_steps=K), 150)
+    fit_head(head, target, [batch_of(seq[None]) for seq in continuations[:2]], Eagle3Options(ttt_steps=K), 150)
     ours = headstart_side(target, head, prompts, K, NEW, eos=[])
     texts = ours["plain"]["outputs"]
     assert ours["head"]["outputs"] == texts  # lossless: the loop's text is the target's greedy text

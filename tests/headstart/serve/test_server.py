@@ -15,8 +15,8 @@ import transformers as tr
 import yaml
 
 import headstart as hs
-from headstart.config import load_recipe
 from headstart.decode.corpus import CorpusNgram
+from headstart.recipe import load_recipe
 from headstart.serve.proposer import ENV, HYBRID_ENV
 from headstart.serve.server import local_url, prepare, vllm_command
 from headstart.target import Target
