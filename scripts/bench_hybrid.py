@@ -62,6 +62,8 @@ def main() -> None:
     p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
     p.add_argument("--only-margin", action="store_true",
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
+    p.add_argument("--dynamic-tree", type=int, nargs=3, metavar=("DEPTH", "TOP_K", "NODES"),
+                   help="dynamic heads (EAGLE) draft this tree instead of the one saved with them")
     p.add_argument("--cpu-time", action="store_true",
                    help="one thread, timed by its CPU time instead of the wall clock: ratios a busy machine does not bend "
                         "(slower than two threads; what compares is the ratios)")
@@ -85,7 +87,12 @@ def main() -> None:
     def speculative(h, head_nodes: int | None = None):
         """h decoded with the head's saved tree, or (head_nodes) a tree of that many nodes from its held-out accuracy."""
         given = {"tree_size"} if head_nodes else set()
-        gen = SpeculativeGenerator(target, h, **tree_options(h, DecodeConfig(tree_size=head_nodes or 16), given)[0])
+        decode = DecodeConfig(tree_size=head_nodes or 16)
+        drafts_with_a_head = not isinstance(h, LookupHead) and not (isinstance(h, HybridHead) and h.head is None)
+        if args.dynamic_tree and drafts_with_a_head:  # dynamic heads (EAGLE): the tree they draft, over their saved one
+            decode.depth, decode.top_k, decode.total_tokens = args.dynamic_tree
+            given |= {"depth", "top_k", "total_tokens"}
+        gen = SpeculativeGenerator(target, h, **tree_options(h, decode, given)[0])
         return lambda ids: gen.generate(ids, n, eos_token_id=eos)
 
     free = {f"lookup branch + corpus tree of {k} nodes, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))
