@@ -81,7 +81,8 @@ def main() -> None:
     outputs: dict = {}
     for _ in range(args.rounds):
         for mode in modes:
-            unpack_linears(target.model), unpack_linears(head)
+            unpack_linears(target.model)
+            unpack_linears(head)
             if mode != "stock":
                 assert target.pack_linears(), "nothing was packed (not on CPU, or oneDNN lacks this dtype's kernels)"
             if mode == "both packed":

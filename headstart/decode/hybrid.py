@@ -147,15 +147,23 @@ class _CorpusTree:
             self.stats.corpus_accepted += max(accepted_run(leaf, state) for leaf in self.last)
         self.last = []
 
+    def _context(self, committed: list[int], root: int) -> list[int]:
+        return [*committed[-self.corpus.order :], root]
+
     def draft(self, committed: list[int], root: int) -> list[list[int]]:
         """The tree's leaves after the row's committed tokens and its root, kept to be credited next step."""
-        self.last = self.corpus.tree([*committed[-self.corpus.order :], root], self.nodes)
+        self.last = self.corpus.tree(self._context(committed, root), self.nodes)
         return self.last
 
     def scored(self, committed: list[int], root: int, nodes: int) -> list[tuple[list[int], float]]:
         """Up to `nodes` paths of the tree after the committed tokens and the root, with their
         probabilities (`CorpusNgram.scored_tree`); the caller says which it kept (`self.last`)."""
-        return self.corpus.scored_tree([*committed[-self.corpus.order :], root], nodes)
+        return self.corpus.scored_tree(self._context(committed, root), nodes)
+
+    def surest(self, committed: list[int], root: int) -> float:
+        """The probability of the table's likeliest token after the committed tokens and the root (0: none known)."""
+        _, probs = self.corpus.successors(self._context(committed, root))
+        return probs[0] if probs else 0.0
 
 
 class HybridDrafter:
@@ -182,11 +190,15 @@ class HybridDrafter:
             self.corpus.credit(state)
         stats = self.branch.stats
         if self.branch.copying:  # no corpus tree is drafted for a step that verifies the branch alone
-            self.pending = None if self.inner is None else _joined(self.pending, state)
+            self._sit_out(state)
             stats.added += len(branch)
             stats.alone += 1
             return chain_proposal(branch, state.root.device)
-        if self.inner is None or self._sits_out(state):
+        if self.inner is None:
+            proposal = chain_proposal([], state.root.device)
+        elif self.sure and self.corpus.surest(self.branch.index.tokens, int(state.root[0])) >= self.sure:
+            self._sit_out(state)  # the corpus table is sure of the next token: the step drafts as without a head
+            stats.sure += 1
             proposal = chain_proposal([], state.root.device)
         else:
             proposal = self.inner.propose(_joined(self.pending, state), tree_or_spec)
@@ -203,18 +215,11 @@ class HybridDrafter:
         stats.corpus_added += sum(m.added for m in merges[bool(branch) :])
         return proposal
 
-    def _sits_out(self, state: DraftState) -> bool:
-        """Whether the head sits this step out because the corpus table is sure of the token after
-        the root (its probability at least `sure`); what is committed meanwhile reaches the head's
-        drafter at its next call (`pending`), so its cache misses nothing."""
-        if not (self.sure and self.corpus):
-            return False
-        _, probs = self.corpus.corpus.successors([*self.branch.index.tokens[-self.corpus.corpus.order :], int(state.root[0])])
-        if not probs or probs[0] < self.sure:
-            return False
-        self.pending = _joined(self.pending, state)
-        self.branch.stats.sure += 1
-        return True
+    def _sit_out(self, state: DraftState) -> None:
+        """The head drafts nothing this step; what is committed meanwhile reaches its drafter joined
+        with its next call's (`pending`), so its cache misses nothing."""
+        if self.inner is not None:
+            self.pending = _joined(self.pending, state)
 
     def _shared(self, proposal: Proposal, root: int) -> Proposal:
         """The head's scored nodes and the corpus's competing for `shared_nodes` (`shared_tree`),
