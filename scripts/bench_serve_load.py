@@ -19,13 +19,12 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 from headstart.config import parse_script_args
 from headstart.recipe import load_recipe
-from headstart.serve.load import ask_chat, load_summary, run_load, started_server
+from headstart.serve.load import ask_chat, free_port, load_summary, run_load, started_server
 from headstart.serve.prediction import acceptance_from_metrics
 from headstart.serve.server import served_counts
 
@@ -45,11 +44,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("overrides", nargs="*", help="dotted recipe overrides (section.key=value)")
     return ap
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def remove_cached_export(recipe, head: str) -> None:

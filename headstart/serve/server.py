@@ -41,6 +41,7 @@ from headstart.serve.job import (
     uses_corpus,
     vllm_python,
 )
+from headstart.serve.worker import log_tail
 
 #: seconds vLLM may take to answer /v1/models (a first compiled start of a large target takes minutes)
 START_TIMEOUT = 1800.0
@@ -198,10 +199,6 @@ def served_counts(url: str) -> dict:
             position = int(rest.split('position="', 1)[1].split('"', 1)[0])
             per_pos[position] = per_pos.get(position, 0) + value
     return {**counts, "accepted_per_pos": [per_pos[d] for d in sorted(per_pos)]}
-
-
-def log_tail(log: Path, lines: int = 15) -> str:
-    return "".join(log.read_text(errors="replace").splitlines(keepends=True)[-lines:]) if log.is_file() else ""
 
 
 def wait_ready(proc: subprocess.Popen, url: str, log: Path, timeout: float = START_TIMEOUT) -> list[str]:

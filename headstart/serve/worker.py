@@ -50,10 +50,15 @@ def serving_env(job: dict, env: dict | None = None) -> dict:
     return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(job.get("kv_cache_gib", 1)), **(env or {})}
 
 
+def log_tail(log: Path, lines: int = 15) -> str:
+    """The last `lines` lines of a vLLM log ('' where there is none)."""
+    return "".join(log.read_text(errors="replace").splitlines(keepends=True)[-lines:]) if log.is_file() else ""
+
+
 def failure(python: Path, log_file: Path, what: str) -> ServingError:
     """The error of a vLLM run that ended badly (`what`): the last lines of its log, and how to mend a
     serving environment that lacks headstart."""
-    tail = "".join(log_file.read_text(errors="replace").splitlines(keepends=True)[-15:]) if log_file.is_file() else ""
+    tail = log_tail(log_file)
     if "No module named headstart" in tail or "No module named 'headstart" in tail:
         tail += (f"\nheadstart is not installed in the serving environment ({python}): run `make vllm`, which installs "
                  "it there (`pip install --no-deps -e .`)")

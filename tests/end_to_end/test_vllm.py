@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -450,11 +449,6 @@ WAYS = (("chat", False), ("chat", True), ("completion", False), ("completion", T
 REQUESTS, CONCURRENT = 16, 4
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def ask(client, model: str, prompt: str, ids: list[int], way: str, stream: bool) -> dict:
     """One greedy request of NEW tokens (EOS ignored) through the openai client: its new token ids, text and
@@ -484,7 +478,7 @@ def serve_and_ask(recipe, head_folder, method: str, cache, prompts: list[list[in
     CONCURRENT clients at once (REQUESTS requests), and SIGTERM sent."""
     from openai import DefaultHttpxClient, OpenAI
 
-    from headstart.serve.load import run_load, started_server
+    from headstart.serve.load import free_port, run_load, started_server
     from headstart.serve.server import served_counts
 
     argv = [str(recipe), "--head", str(head_folder), "--method", method, "--k", str(K), "--eager"]

@@ -17,7 +17,6 @@ import json
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ from safetensors.torch import load_file
 
 from headstart.config import RecipeError
 from headstart.recipe import load_recipe
+from headstart.serve.load import free_port
 from headstart.target import Target
 from headstart.train.data import build_examples
 from headstart.train.trainer import train, zero3_loading, zero_stage
@@ -36,11 +36,6 @@ from tests.helpers import ROOT, assert_close
 
 WORDS = [" cat", " dog", " red", " blue", " sun", " sea", " tree", " car"]  # one token each
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def warm_deepspeed_op(env: dict) -> None:
