@@ -18,6 +18,7 @@ import torch
 from headstart.decode.cache import truncate
 from headstart.decode.contract import DraftState, Proposal
 from headstart.decode.dynamic import DynamicTreeSpec, frontier_attention, grow_tree, select_dynamic_tree
+from headstart.heads.lean_layer import DraftKV
 from headstart.target import float_mask
 
 
@@ -37,13 +38,19 @@ class CachedDrafter:
         self.cache = None
 
     def committed_cache(self, state: DraftState):
-        """The head's cache cut back to the positions committed before `state.start` (new at a sequence's start)."""
+        """The head's cache cut back to the positions committed before `state.start` (new at a sequence's start):
+        the head's own kind where it has one (`new_cache`), else transformers' DynamicCache."""
         from transformers import DynamicCache
 
         if state.start == 0 or self.cache is None:
-            self.cache = DynamicCache()
+            self.cache = self.head.new_cache() if hasattr(self.head, "new_cache") else DynamicCache()
         truncate(self.cache, state.start)
         return self.cache
+
+    def mask(self, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The attention mask of `allowed` (Q, K) as the head's step takes it: bool for a head's own
+        cache (its lean forward hands it to SDPA as it is), additive for transformers' layers."""
+        return allowed if isinstance(self.cache, DraftKV) else float_mask(allowed, dtype)
 
 
 class FeatureDrafter(CachedDrafter):
@@ -58,7 +65,7 @@ class FeatureDrafter(CachedDrafter):
         n, past = tokens.shape[1], state.start
         feats = head.input_features(state.features.to(device=dev, dtype=dtype))  # (1, n, D)
         allowed, positions = block_attention(past, n, dev)
-        out = head.step(feats, tokens, positions, float_mask(allowed, dtype), self.cache)  # (1, n, D)
+        out = head.step(feats, tokens, positions, self.mask(allowed, dtype), self.cache)  # (1, n, D)
         committed = past + n  # cache entries of true features; also the root's position
         h_root = out[0, -1]  # predicts the feature at the root's position
         outputs: dict[int, torch.Tensor] = {}  # candidate -> its output (predicted next feature)
@@ -70,7 +77,7 @@ class FeatureDrafter(CachedDrafter):
             hid = torch.stack([outputs[parents[c]] if parents[c] >= 0 else h_root for c in frontier])[None]
             tok = torch.tensor([[toks[c] for c in frontier]], device=dev)
             pos = torch.tensor([[committed - 1 + depths[c] for c in frontier]], device=dev)
-            o = head.step(hid, tok, pos, float_mask(allowed, dtype), self.cache)[0]  # (m, D)
+            o = head.step(hid, tok, pos, self.mask(allowed, dtype), self.cache)[0]  # (m, D)
             for row, c in enumerate(frontier):
                 entry[c], outputs[c] = base + row, o[row]
             return head.draft_logits(o).float().log_softmax(-1)

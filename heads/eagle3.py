@@ -30,6 +30,7 @@ from headstart.config import DEPTH_WHY, MAX_DEPTH, recipe_field
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.heads.drafting import FeatureDrafter
 from headstart.heads.feature_head import FeatureHead, Rotary, llama_draft_config
+from headstart.heads.lean_layer import DraftKV, LeanDraftLayer
 from headstart.heads.losses import CE, LossSettings, Objective, simulated_accept_length, soft_draft_loss
 from headstart.heads.options import check_feature_layers
 from headstart.heads.parallel import (
@@ -108,6 +109,7 @@ class Eagle3Head(FeatureHead):
         self.parallel_tokens = parallel_tokens_of(self.options)  # K, None without parallel drafting
         if self.parallel_tokens:
             self.mask_hidden = init_mask_hidden(3 * d)  # (3D,) the placeholder slots' feature before fc
+        self._lean = LeanDraftLayer(self)
         self._drafter = self.drafter()
 
     @classmethod
@@ -171,7 +173,10 @@ class Eagle3Head(FeatureHead):
         return self.fc(features.to(self.dtype))
 
     def step(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, mask, cache=None) -> torch.Tensor:
-        """hidden (B, n, D) fused features or previous outputs, next tokens (B, n) -> outputs (B, n, D)."""
+        """hidden (B, n, D) fused features or previous outputs, next tokens (B, n) -> outputs (B, n, D).
+        Drafting (no gradients, the head's own `new_cache()`) takes the lean forward of heads/lean_layer.py."""
+        if isinstance(cache, DraftKV) and not torch.is_grad_enabled():
+            return self._lean.step(hidden, tokens, positions, mask, cache)
         layer = self.midlayer
         hidden = hidden.to(self.dtype)
         embed = layer.input_layernorm(self.target_parts.embed_tokens(tokens).to(self.dtype))
@@ -184,6 +189,11 @@ class Eagle3Head(FeatureHead):
     def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., D) outputs -> (..., N) logits over the draft vocabulary."""
         return self.lm_head(self.norm(h.to(self.dtype)))
+
+    @staticmethod
+    def new_cache() -> DraftKV:
+        """The drafting cache `step` takes its lean forward with."""
+        return DraftKV()
 
     # ---- training ----
     def training_loss(self, out, batch: dict, target, options: Eagle3Options,

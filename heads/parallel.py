@@ -180,7 +180,7 @@ class ParallelDrafter(CachedDrafter):
         tokens = state.next_tokens().to(dev)  # (1, n) the token after each committed position, the root last
         tokens = torch.cat([tokens, tokens.new_full((1, k - 1), head.options["ptd_token_id"])], dim=1)
         allowed, positions = block_attention(past, n + k - 1, dev)
-        out = head.step(hidden, tokens, positions, float_mask(allowed, dtype), self.cache)  # (1, n + K - 1, D)
+        out = head.step(hidden, tokens, positions, self.mask(allowed, dtype), self.cache)  # (1, n + K - 1, D)
         truncate(self.cache, past + n)  # keep the committed positions only
         logp = head.draft_logits(out[0, n - 1 :]).float().log_softmax(-1)  # (K, N) drafts 1..K
         nodes, tree = parallel_tree(logp, spec, head.draft_ids)

@@ -423,9 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only; 0.0.0.0 opens it to the network)")
     s.add_argument("--eager", action="store_true", help="run vLLM eager (enforce_eager): starts sooner, decodes slower than its compiled default")
     s.add_argument("--max-model-len", type=_ranged(int, Bounds(ge=16)), default=None, help="longest prompt + answer in tokens (default: the target's)")
-    s = verb("demo", cmd_demo, "distill, train Medusa heads and measure them on the embedded SmolLM2", recipe_required=False)
+    s = verb("demo", cmd_demo, "distill, train an EAGLE-3 head and measure it on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
-    s.add_argument("--head", default=None, choices=["medusa", "eagle", "eagle3"], help="head kind to train (its recipe in recipes/smollm2-135m/)")
+    s.add_argument("--head", default=None, choices=["medusa", "eagle", "eagle3"], help="head kind to train (its recipe in recipes/smollm2-135m/; default eagle3)")
     return p
 
 

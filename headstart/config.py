@@ -200,6 +200,11 @@ class DecodeConfig:
     hybrid_nodes: int = _f(8, "hybrid trees with a head that scores its drafts (Medusa, EAGLE, EAGLE-3) and a corpus table (decode.corpus_draft > 0): its tree's nodes and the corpus tree's compete for this many nodes, the most probable of both (the head's probability along the path, the corpus's count ratio), instead of the head's tree whole beside decode.corpus_draft corpus nodes; 0 = off", ge=0, le=MAX_TREE, why=TREE_WHY)
     lookup_copy: int = _f(40, "hybrid trees: while the text copies its context (a whole branch of prompt_lookup tokens accepted), the branch is verified alone and doubles after each step that accepts it whole, up to this many tokens (<= prompt_lookup: it never grows past prompt_lookup)", ge=0, le=MAX_TREE, why=TREE_WHY)
     hybrid_sure: float = _f(0.0, "hybrid trees with a head and a corpus table: the head sits out the steps where the corpus table's next token is at least this probable (its drafter catches up at its next call); those steps draft as the sources without a head do; 0 = the head drafts at every step", ge=0.0, le=1.0)
+    hybrid_tree: list[int] = _f([], "hybrid trees with an EAGLE head (a dynamic tree) and a corpus table: the tree the head drafts there, [depth, top_k, total_tokens], whose nodes then compete with the corpus's for decode.hybrid_nodes; a wide, shallow tree pays there, where the corpus and lookup draft the long paths; [] = the head's own tree (tuned or saved), as alone", ge=1, le=MAX_TREE, why=TREE_WHY)
+
+    def __post_init__(self):
+        if self.hybrid_tree and len(self.hybrid_tree) != 3:
+            raise RecipeError(f"decode.hybrid_tree: expected [depth, top_k, total_tokens] or [], got {self.hybrid_tree!r}")
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 1. distil: the target answers a slice of the project's prompts that the shipped corpus lacks
    (the shipped corpus, data/distilled/smollm2-135m.jsonl.gz, came from the same command);
-2. train a head (Medusa-1 by default; `--head eagle` or `--head eagle3`) on shipped + fresh answers
-   for a fixed wall-clock budget (Medusa stays the default: at the same budget on the 2-core AVX2
-   CI machine EAGLE-1 reached about the same τ and EAGLE-3 less, both slower per token), then
+2. train a head (EAGLE-3 by default; `--head medusa` or `--head eagle`) on shipped + fresh answers
+   for a fixed wall-clock budget (EAGLE-3 since its hybrid with a wide, shallow tree measured ahead of
+   Medusa's at the same budget: docs/results.md#the-head-a-wide-shallow-tree-and-a-lean-draft-layer), then
    choose its tree for this machine (`tune-tree`) unless the command line sets one;
 3. decode held-out prompts plainly and speculatively (and with HF generate and prompt lookup),
    and print τ, acceptance per depth, tokens/s, speedup and whether the outputs matched.
@@ -22,7 +22,7 @@ from headstart.config import override_keys, recipe_to_dict, section_fields
 from headstart.jsonl import read_jsonl
 from headstart.recipe import load_recipe
 
-DEMO_RECIPE = "recipes/smollm2-135m/medusa.yaml"
+DEMO_RECIPE = "recipes/smollm2-135m/eagle3.yaml"
 QUICK = [
     "data.limit=400", "data.eval_size=40", "train.max_minutes=0.5", "eval.num_prompts=4",
     "eval.max_new_tokens=32", "train.save_steps=1000",

@@ -14,7 +14,8 @@ plus the sources without the head (`--free-nodes`: corpus trees of these sizes) 
 prompt lookup alone; every variant over the same prompts, `--rounds` times in turn, so that drift on
 a shared machine falls on all. `--more-heads` adds other heads (each alone and in the shared hybrids),
 `--only-margin` keeps only what the head's margin is made of; `--sure` adds the shared hybrids with the
-head sitting out the steps the corpus table is sure of. Prints τ (bonus token counted),
+head sitting out the steps the corpus table is sure of; `--hybrid-tree` is the tree an EAGLE head drafts
+inside the hybrids. Prints τ (bonus token counted),
 tokens/s and the ratio to plain decoding, overall and per category, then the head's margin: the
 fastest variant with a head against the fastest without one, each at its best size. Embedded
 target in bf16, weights packed, unless told otherwise.
@@ -30,6 +31,8 @@ import torch
 
 from headstart.chat import encode_chat
 from headstart.config import DecodeConfig
+from headstart.decode.contract import trait
+from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
 from headstart.decode.hybrid import HybridHead
 from headstart.decode.lookup import LookupHead
@@ -64,6 +67,8 @@ def main() -> None:
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
     p.add_argument("--dynamic-tree", type=int, nargs=3, metavar=("DEPTH", "TOP_K", "NODES"),
                    help="dynamic heads (EAGLE) draft this tree instead of the one saved with them")
+    p.add_argument("--hybrid-tree", type=int, nargs=3, metavar=("DEPTH", "TOP_K", "NODES"),
+                   help="dynamic heads (EAGLE) draft this tree inside the hybrids (decode.hybrid_tree), their own or --dynamic-tree's alone")
     p.add_argument("--cpu-time", action="store_true",
                    help="one thread, timed by its CPU time instead of the wall clock: ratios a busy machine does not bend "
                         "(slower than two threads; what compares is the ratios)")
@@ -92,6 +97,8 @@ def main() -> None:
         if args.dynamic_tree and drafts_with_a_head:  # dynamic heads (EAGLE): the tree they draft, over their saved one
             decode.depth, decode.top_k, decode.total_tokens = args.dynamic_tree
             given |= {"depth", "top_k", "total_tokens"}
+        if args.hybrid_tree and isinstance(h, HybridHead) and trait(h.head, "dynamic"):
+            h.hybrid_tree = DynamicTreeSpec(*args.hybrid_tree)
         gen = SpeculativeGenerator(target, h, **tree_options(h, decode, given)[0])
         return lambda ids: gen.generate(ids, n, eos_token_id=eos)
 

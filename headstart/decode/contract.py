@@ -122,6 +122,7 @@ OPTIONAL_TRAITS: dict[str, object] = {
     "corpus": None,  # the n-gram table of its training answers, for hybrid trees
     "lookup_settings": None,  # a hybrid's or lookup head's settings, reported beside τ (a method)
     "draft_modules": (),  # the torch modules a wrapper drafts through (a hybrid's head); a Module head is its own
+    "hybrid_tree": None,  # a hybrid's DynamicTreeSpec for its dynamic head (decode.hybrid_tree), whole over the command's fields
 }
 
 

@@ -247,7 +247,7 @@ class HybridHead:
     needs_features = True
 
     def __init__(self, head, max_tokens: int = 10, max_ngram: int = 2, copy_tokens: int = 0, corpus=None,
-                 corpus_nodes: int = 8, shared_nodes: int = 0, sure: float = 0.0):
+                 corpus_nodes: int = 8, shared_nodes: int = 0, sure: float = 0.0, tree: DynamicTreeSpec | None = None):
         check_lookup_settings(max_tokens, max_ngram)
         self.head, self.max_tokens, self.max_ngram = head, max_tokens, max_ngram
         self.copy_tokens = max(copy_tokens, max_tokens)
@@ -255,6 +255,7 @@ class HybridHead:
         # Only a head that scores its nodes shares, and only with a corpus tree.
         self.shared_nodes = shared_nodes if trait(head, "scores_drafts") and self.uses_corpus else 0
         self.sure = sure if head is not None and self.uses_corpus else 0.0  # 0: the head drafts at every step
+        self.hybrid_tree = tree if trait(head, "dynamic") else None  # a dynamic head's tree here; None = its own
         self.kind = "corpus+lookup" if head is None else f"{head.kind}+lookup"
         self.dynamic = True if head is None else bool(trait(head, "dynamic"))
         self.feature_layers = tuple(trait(head, "feature_layers"))
@@ -273,10 +274,11 @@ class HybridHead:
 
     @property
     def default_tree(self) -> TreeSpec | None:
-        """The head's own tree, read when a generator is made (no head: the root alone)."""
+        """The tree the head drafts here, read when a generator is made: a dynamic head's hybrid tree
+        (`hybrid_tree`, decode.hybrid_tree) or the head's own (no head: the root alone)."""
         if self.head is None:
             return DynamicTreeSpec(depth=1, top_k=1, total_tokens=1)
-        return trait(self.head, "default_tree")
+        return self.hybrid_tree or trait(self.head, "default_tree")
 
     @property
     def held_out(self) -> HeldOutAccuracy | None:
@@ -317,11 +319,12 @@ class HybridSettings:
     corpus_draft: int = 0  # nodes of the corpus tree (0 = none)
     hybrid_nodes: int = 0  # nodes a scoring head's tree and the corpus tree share (0 = the head's tree whole)
     hybrid_sure: float = 0.0  # the head sits out steps the corpus table is this sure of (0 = never)
+    hybrid_tree: tuple[int, ...] = ()  # (depth, top_k, total_tokens) an EAGLE head drafts in a hybrid; () = its own tree
 
     @classmethod
     def from_decode(cls, decode) -> HybridSettings:
         """The settings of a recipe's decode section."""
-        return cls(**{f.name: getattr(decode, f.name) for f in fields(cls)})
+        return cls(**{f.name: (tuple(v) if isinstance(v := getattr(decode, f.name), list) else v) for f in fields(cls)})
 
 
 def with_lookup(head, settings: HybridSettings, corpus=None):
@@ -331,8 +334,9 @@ def with_lookup(head, settings: HybridSettings, corpus=None):
     if not settings.prompt_lookup:
         return head
     corpus = trait(head, "corpus") if corpus is None else corpus
+    tree = DynamicTreeSpec(*settings.hybrid_tree) if settings.hybrid_tree else None
     return HybridHead(head, settings.prompt_lookup, settings.lookup_ngram, settings.lookup_copy, corpus,
-                      settings.corpus_draft, settings.hybrid_nodes, settings.hybrid_sure)
+                      settings.corpus_draft, settings.hybrid_nodes, settings.hybrid_sure, tree)
 
 
 def verified_bounds(settings: dict) -> tuple[int, int]:

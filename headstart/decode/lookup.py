@@ -75,6 +75,16 @@ class NgramIndex:
                 return out + [int(root)] if len(out) < max_tokens else out
         return []
 
+    def follow(self, tokens: list[int]) -> NgramIndex:
+        """This index brought to hold exactly `tokens`: extended by what follows when it holds a prefix
+        of them (a request's next step), else built anew (a serving row that now holds another request).
+        The check is one list comparison, in C; building anew is a Python loop over the context."""
+        held = len(self.tokens)
+        if held <= len(tokens) and tokens[:held] == self.tokens:
+            self.extend(tokens[held:])
+            return self
+        return NgramIndex(self.max_ngram, tokens)
+
     def sync(self, state: DraftState) -> None:
         """Follow one row's committed tokens: the whole prompt at a new sequence, then each accepted path."""
         if state.start != len(self.tokens):  # a new sequence (start 0); the engine never rewinds otherwise

@@ -52,15 +52,16 @@ CORPUS_FIRST = 0.5
 CLASS_PATH = "headstart.serve.proposer.CorpusProposer"
 
 
-def chain_draft(corpus: CorpusNgram, tokens: list[int], k: int, max_ngram: int = 2) -> list[int]:
+def chain_draft(corpus: CorpusNgram, tokens: list[int], k: int, max_ngram: int = 2, index: NgramIndex | None = None) -> list[int]:
     """The chain of at most k drafts after `tokens` (prompt and answer so far, the newest last): the
     continuation of the latest earlier match of its last max_ngram tokens; else the corpus table's
     argmax chain after its last `corpus.order` tokens; else the continuation of a shorter match
     (down to its last token alone); [] when none has anything. The order was chosen teacher-forced
-    against the other orders and each source alone (docs/results.md#choices-made-teacher-forced)."""
+    against the other orders and each source alone (docs/results.md#choices-made-teacher-forced).
+    `index`: an index of tokens[:-1] (`RowIndexes`), else one is built."""
     if not tokens or k < 1:
         return []
-    index = NgramIndex(max_ngram, tokens[:-1])
+    index = index or NgramIndex(max_ngram, tokens[:-1])
     copied = index.continuation(tokens[-1], k, min_ngram=max_ngram)
     if copied:
         return copied
@@ -111,6 +112,23 @@ def corpus_from_env() -> CorpusNgram | None:
     return corpus
 
 
+class RowIndexes:
+    """The prompt-lookup index of each serving row, kept from step to step and extended by the tokens
+    the row gained (`NgramIndex.follow`), instead of built over the whole context at every step: a
+    row's step costs its new tokens, not its context (measured by scripts/bench_proposer.py). A row
+    that holds another request than last step gets a fresh index."""
+
+    def __init__(self, max_ngram: int = 2):
+        self.max_ngram = max_ngram
+        self.rows: dict[int, NgramIndex] = {}
+
+    def of(self, row: int, tokens: list[int]) -> NgramIndex:
+        """The index of `tokens` (a row's context without its newest token)."""
+        index = self.rows.get(row) or NgramIndex(self.max_ngram)
+        self.rows[row] = index = index.follow(tokens)
+        return index
+
+
 class CorpusProposer:
     """vLLM's `custom_class` proposer drafting `chain_draft` for each request (see the module doc)."""
 
@@ -122,6 +140,7 @@ class CorpusProposer:
         if corpus is None:
             raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {os.environ.get(ENV)!r})")
         self.corpus = corpus
+        self.indexes = RowIndexes()
 
     def load_model(self, *args, **kwargs) -> None:
         """Nothing to load: vLLM calls this on every drafter."""
@@ -135,18 +154,20 @@ class CorpusProposer:
                 drafts.append([])
                 continue
             k = min(self.k, self.max_model_len - n)
-            drafts.append(chain_draft(self.corpus, token_ids_cpu[row, :n].tolist(), k))
+            tokens = token_ids_cpu[row, :n].tolist()
+            drafts.append(chain_draft(self.corpus, tokens, k, index=self.indexes.of(row, tokens[:-1])))
         return drafts
 
 
-def hybrid_chain(corpus: CorpusNgram | None, tokens: list[int], k: int, head_first: int | None) -> list[int]:
+def hybrid_chain(corpus: CorpusNgram | None, tokens: list[int], k: int, head_first: int | None,
+                 index: NgramIndex | None = None) -> list[int]:
     """The hybrid's chain of at most k drafts after `tokens` (the newest last): the continuation of the
     latest earlier match of the last 2 tokens; else the corpus table's argmax chain when its first token
     has probability >= CORPUS_FIRST; else the head's first draft `head_first` followed by the table's chain
-    after it (the head's draft alone without a table)."""
+    after it (the head's draft alone without a table). `index`: a 2-gram index of tokens[:-1], else built."""
     if not tokens or k < 1:
         return []
-    copied = NgramIndex(2, tokens[:-1]).continuation(tokens[-1], k, min_ngram=2)
+    copied = (index or NgramIndex(2, tokens[:-1])).continuation(tokens[-1], k, min_ngram=2)
     if copied:
         return copied
     if corpus is not None:
@@ -168,6 +189,7 @@ class HybridDrafts:
     def __init__(self, runner, corpus: CorpusNgram | None):
         self.runner, self.corpus = runner, corpus
         self.k = runner.speculative_config.num_speculative_tokens
+        self.indexes = RowIndexes()
         drafter = runner.drafter
         head_propose = drafter.propose
 
@@ -186,7 +208,11 @@ class HybridDrafts:
             n = int(batch.num_tokens_no_spec[row])
             new = [t for t in sampled[row].tolist() if t >= 0]
             first = int(head_first[row, 0]) if head_first is not None and head_first.shape[1] else None
-            rows.append(hybrid_chain(self.corpus, [*batch.token_ids_cpu[row, :n].tolist(), *new], self.k, first)[: self.k] if new else [])
+            if not new:
+                rows.append([])
+                continue
+            tokens = [*batch.token_ids_cpu[row, :n].tolist(), *new]
+            rows.append(hybrid_chain(self.corpus, tokens, self.k, first, self.indexes.of(row, tokens[:-1]))[: self.k])
         return rows
 
 

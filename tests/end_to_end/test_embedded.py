@@ -59,16 +59,18 @@ def test_quick_demo_end_to_end(tmp_path):
     cmd = [sys.executable, "-m", "headstart.cli", "demo", "--quick", f"train.output_dir={tmp_path / 'run'}", f"eval.output={tmp_path / 'eval.json'}"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "speculative, medusa" in proc.stdout and "Acceptance per depth" in proc.stdout
+    assert "speculative, eagle3" in proc.stdout and "Acceptance per depth" in proc.stdout
     report = json.loads((tmp_path / "eval.json").read_text())
     (res,) = report["results"]
     by = {e["label"]: e for e in res["methods"]}
     # the demo's recipe turns hybrid trees on (decode.prompt_lookup): the head alone, with lookup branches and
     # corpus trees, lookup alone, lookup and corpus trees without a head (training saved the table)
-    assert list(by) == ["plain", "medusa", "medusa+lookup", "lookup", "corpus+lookup", "hf_generate", "hf_prompt_lookup"]
-    assert by["medusa+lookup"]["tree"]["lookup"]["corpus_nodes"] == 8 and (tmp_path / "run" / "final" / FILE_NAME).is_file()
+    assert list(by) == ["plain", "eagle3", "eagle3+lookup", "lookup", "corpus+lookup", "hf_generate", "hf_prompt_lookup"]
+    hybrid = by["eagle3+lookup"]["tree"]
+    assert hybrid["lookup"]["corpus_nodes"] == 8 and (tmp_path / "run" / "final" / FILE_NAME).is_file()
+    assert (hybrid["depth"], hybrid["top_k"], hybrid["size"]) == (2, 6, 10)  # decode.hybrid_tree
     assert report["prompts"]["count"] == 4
-    assert by["medusa"]["acceptance"]["tau"] >= 1.0 and by["medusa+lookup"]["acceptance"]["tau"] >= 1.0
+    assert by["eagle3"]["acceptance"]["tau"] >= 1.0 and by["eagle3+lookup"]["acceptance"]["tau"] >= 1.0
     config = json.loads((tmp_path / "run" / "final" / "config.json").read_text())
     assert config["target"]["name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
 

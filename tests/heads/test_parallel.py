@@ -151,7 +151,7 @@ def test_learns_to_draft_in_one_forward_per_step():
     costs one forward of the draft layer, the newly committed positions included."""
     target = tiny_target("llama", seed=1)
     head = hs.heads.build("eagle3", target, parallel_drafting=True, parallel_tokens=3)
-    assert_learns_one_draft_forward_per_step(target, head, head.midlayer.self_attn, Eagle3Options())
+    assert_learns_one_draft_forward_per_step(target, head, head.midlayer.self_attn.o_proj, Eagle3Options())
 
 
 def test_one_step_moves_the_head_not_the_target_and_reloads(tmp_path, smol_shaped_target):  # noqa: F811

@@ -172,7 +172,7 @@ def test_with_lookup_takes_the_heads_own_table_and_the_settings():
     assert not with_lookup(head, HybridSettings(prompt_lookup=4, corpus_draft=0)).uses_corpus  # decode.corpus_draft = 0: off
     # The recipe's decode section, read once: the same fields by the same names.
     recipe = DecodeConfig(prompt_lookup=7, lookup_ngram=3, lookup_copy=30, corpus_draft=5, hybrid_nodes=9, hybrid_sure=0.8)
-    assert HybridSettings.from_decode(recipe) == HybridSettings(7, 3, 30, 5, 9, 0.8)
+    assert HybridSettings.from_decode(recipe) == HybridSettings(7, 3, 30, 5, 9, 0.8, ())
     assert with_lookup(head, HybridSettings.from_decode(recipe)).sure == 0.8
     free = with_lookup(None, HybridSettings.from_decode(recipe), head.corpus)
     assert free.head is None and free.kind == "corpus+lookup" and free.corpus_nodes == 5 and free.max_ngram == 3
@@ -251,3 +251,31 @@ def test_a_head_that_sat_out_drafts_as_if_it_had_seen_every_step():
         want = expected[k + 2]
         assert torch.equal(got.tokens, want.tokens) and torch.equal(got.tree.parent, want.tree.parent)
         assert torch.allclose(got.scores, want.scores, rtol=1e-4, atol=1e-6)
+
+
+def test_an_eagle_head_drafts_the_hybrid_tree_whole_in_a_hybrid_and_its_own_alone():
+    """decode.hybrid_tree: the tree an EAGLE head drafts inside a hybrid, whole (over the command line's
+    depth/top_k/total_tokens, which are the head's alone); a static head ignores it; decoding stays
+    lossless in float32; a list that is not [depth, top_k, total_tokens] is refused by the recipe."""
+    from headstart.config import RecipeError
+    from headstart.decode.tune import tree_options
+    from headstart.recipe import load_recipe
+
+    target = tiny_target("llama")
+    head = perturbed_of("eagle3", target)
+    head.corpus = _own_corpus(target)
+    decode = DecodeConfig(prompt_lookup=4, corpus_draft=6, hybrid_nodes=6, hybrid_tree=[2, 3, 5], depth=4, top_k=2, total_tokens=6)
+    hybrid = with_lookup(head, HybridSettings.from_decode(decode))
+    assert (hybrid.hybrid_tree.depth, hybrid.hybrid_tree.top_k, hybrid.hybrid_tree.total_tokens) == (2, 3, 5)
+    assert tree_options(hybrid, decode, {"depth"}) == ({"depth": 2, "top_k": 3, "total_tokens": 5}, "recipe")
+    assert tree_options(hybrid, decode, {"hybrid_tree"})[1] == "command"
+    assert tree_options(head, decode, {"depth"})[0]["depth"] == 4  # the head alone: its own tree, the command's depth
+    assert with_lookup(perturbed_heads(target), HybridSettings.from_decode(decode)).hybrid_tree is None  # Medusa: static
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 40, eos_token_id=[])
+    gen = hs.SpeculativeGenerator(target, hybrid, **tree_options(hybrid, decode)[0])
+    assert torch.equal(gen.generate(prompts, 40, eos_token_id=[]).sequences, ref.sequences)
+    assert load_recipe(None, ["decode.hybrid_tree=[2, 6, 10]"]).decode.hybrid_tree == [2, 6, 10]
+    for bad in ("[2, 6]", "[2, 0, 10]"):
+        with pytest.raises(RecipeError, match="hybrid_tree"):
+            load_recipe(None, [f"decode.hybrid_tree={bad}"])

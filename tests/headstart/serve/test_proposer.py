@@ -55,3 +55,27 @@ def test_a_split_table_below_the_threshold_leaves_the_step_to_the_head():
     assert table.successors([3])[1][0] < CORPUS_FIRST <= CorpusNgram.build([[3, 6]] * 3, order=2).successors([3])[1][0]
     assert hybrid_chain(table, [9, 3], 2, head_first=4) == [4]  # below the threshold: the head's 4, nothing after 4
     assert hybrid_chain(CorpusNgram.build([[3, 6]] * 3, order=2), [9, 3], 2, head_first=4) == [6]
+
+
+def test_a_rows_index_follows_its_request_and_restarts_for_another():
+    """RowIndexes: each serving row's index extended by the tokens it gained, built anew when the row now
+    holds another request; the drafts are those of an index built over the whole context at every step."""
+    import random
+
+    from headstart.decode.lookup import NgramIndex
+    from headstart.serve.proposer import RowIndexes, hybrid_chain
+
+    rng = random.Random(3)
+    indexes = RowIndexes()
+    for request in range(6):  # requests take turns in two rows; each grows by 1-4 tokens a step
+        row, tokens = request % 2, [rng.randrange(6) for _ in range(rng.randrange(1, 9))]
+        for _ in range(25):
+            tokens += [rng.randrange(6) for _ in range(rng.randrange(1, 5))]
+            index = indexes.of(row, tokens[:-1])
+            assert index.tokens == tokens[:-1]
+            assert chain_draft(TABLE, tokens, 4, index=index) == chain_draft(TABLE, tokens, 4)
+            assert hybrid_chain(TABLE, tokens, 4, 9, index) == hybrid_chain(TABLE, tokens, 4, 9)
+        kept = indexes.rows[row]
+        assert indexes.of(row, tokens[:-1]) is kept  # the same request again: nothing rebuilt
+    fresh = indexes.of(0, [5, 4, 3])  # another request in row 0: not a continuation of what it held
+    assert fresh.tokens == [5, 4, 3] and fresh.latest == NgramIndex(2, [5, 4, 3]).latest
