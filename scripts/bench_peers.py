@@ -149,9 +149,10 @@ def train_headstart(recipe, target, minutes: float, out: Path):
                                          "wall_seconds": time.perf_counter() - started}
 
 
-def speculators_train_args(recipe, target, data: Path, save: Path, steps: int | None) -> list[str]:
+def speculators_train_args(recipe, target, data: Path, save: Path, steps: int | None, epochs: int | None = None) -> list[str]:
     """speculators' train command: its defaults, except the CPU's attention and loss, our draft vocabulary
-    and sequence length, and `steps` (also its schedule's length) when given."""
+    and sequence length, and `steps` (also its schedule's length) and `epochs` when given (it validates and
+    saves after every epoch of its 20 even once `--max-steps` is reached: the probe runs one)."""
     argv = ["train", "--verifier-name-or-path", model_dir(recipe), "--data-path", str(data), "--save-path", str(save),
             "--draft-attn-impl", "sdpa", "--loss-implementation", "eager", "--num-workers", "1",
             "--total-seq-len", str(recipe.data.max_length), "--on-missing", "raise", "--log-dir", str(save / "logs")]
@@ -159,6 +160,8 @@ def speculators_train_args(recipe, target, data: Path, save: Path, steps: int | 
         argv += ["--draft-vocab-size", str(recipe.head.draft_vocab_size)]
     if steps is not None:
         argv += ["--max-steps", str(steps), "--scheduler-total-steps", str(steps)]
+    if epochs is not None:
+        argv += ["--epochs", str(epochs)]
     return argv
 
 
@@ -174,7 +177,7 @@ def train_speculators(recipe, target, data: Path, minutes: float, probe_steps: i
     """A probe of `probe_steps` steps (its start-up included), then a run whose steps fit the rest of the clock."""
     probe = out / "speculators-probe"
     started = time.perf_counter()
-    run_peer(speculators_train_args(recipe, target, data, probe, probe_steps), out / "speculators-probe.log")
+    run_peer(speculators_train_args(recipe, target, data, probe, probe_steps, epochs=1), out / "speculators-probe.log")
     per_step = (time.perf_counter() - started) / probe_steps  # generous: start-up counts as steps
     steps = max(1, int(minutes * 60 / per_step))
     save = out / "speculators"
