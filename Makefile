@@ -102,7 +102,8 @@ $(SUFFIX_STAMP): $(VLLM_HEADSTART)
 		test -x $$V/bin/python || $(PYTHON) -m venv $$V; \
 		echo "import site; site.addsitedir('$$SITE')" > $$($$V/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_vllm_base.pth; done
 	@echo "building $(ARCTIC) from its sdist (about a minute)"
-	@$(SUFFIX_VENV)/build/bin/pip --disable-pip-version-check -q install $(ARCTIC_BUILD) 2>&1 | grep -v "^WARNING: Location\|requires setuptools" || true
+	@$(SUFFIX_VENV)/build/bin/pip --disable-pip-version-check -q install $(ARCTIC_BUILD) 2>&1 \
+		| grep -v "^WARNING: Location\|dependency resolver\| requires \|is incompatible\|is not installed" || true  # the build venv only
 	@PATH=$(abspath $(SUFFIX_VENV))/build/bin:$$PATH pip --disable-pip-version-check -q wheel --no-deps --no-build-isolation \
 		-w $(SUFFIX_VENV)/wheels $(ARCTIC) 2>&1 | grep -v "^WARNING: Location" || true
 	@$(SUFFIX_VENV)/bin/pip --disable-pip-version-check -q install --no-deps $(SUFFIX_VENV)/wheels/arctic_inference-*.whl 2>&1 | grep -v "^WARNING: Location" || true
