@@ -9,8 +9,8 @@
    docs/peers.md). Their time is reported, not charged to either clock.
 2. Training, the same `--minutes` each: headstart's EAGLE-3 recipe (`train.max_minutes`), and vLLM's
    speculators (`make peers`: .venv-peers) with its own defaults except what a CPU needs (scripts/peers/
-   speculators_cpu.py; `--draft-vocab-size` and `--total-seq-len` from the recipe). speculators has no clock:
-   a probe of `--probe-steps` steps times a step, the run gets the steps that fit (`--max-steps`, its
+   speculators_cpu.py; `--draft-vocab-size` from the recipe, `--total-seq-len` the tokens of one of headstart's
+   steps). speculators has no clock: a probe of `--probe-steps` steps times a step, the run gets the steps that fit (`--max-steps`, its
    schedule's length too) and SIGTERM at the budget (it saves a checkpoint on it).
 3. Serving: one vLLM job, engines interleaved prompt by prompt (headstart.serve.bench's engines): vLLM
    plain, headstart's head and speculators' (its own folder, as vLLM loads it) as chains of each `--ks`,
@@ -150,12 +150,13 @@ def train_headstart(recipe, target, minutes: float, out: Path):
 
 
 def speculators_train_args(recipe, target, data: Path, save: Path, steps: int | None, epochs: int | None = None) -> list[str]:
-    """speculators' train command: its defaults, except the CPU's attention and loss, our draft vocabulary
-    and sequence length, and `steps` (also its schedule's length) and `epochs` when given (it validates and
-    saves after every epoch of its 20 even once `--max-steps` is reached: the probe runs one)."""
+    """speculators' train command: its defaults, except the CPU's attention and loss, our draft vocabulary, the
+    tokens a step of headstart's recipe reads (it packs conversations into `--total-seq-len` tokens a step, 8192 by
+    default: batch_size x max_length instead), and `steps` (also its schedule's length) and `epochs` when given (it
+    validates and saves after every epoch of its 20 even once `--max-steps` is reached: the probe runs one)."""
     argv = ["train", "--verifier-name-or-path", model_dir(recipe), "--data-path", str(data), "--save-path", str(save),
             "--draft-attn-impl", "sdpa", "--loss-implementation", "eager", "--num-workers", "1",
-            "--total-seq-len", str(recipe.data.max_length), "--on-missing", "raise", "--log-dir", str(save / "logs")]
+            "--total-seq-len", str(recipe.train.batch_size * recipe.data.max_length), "--on-missing", "raise", "--log-dir", str(save / "logs")]
     if recipe.head.draft_vocab_size:
         argv += ["--draft-vocab-size", str(recipe.head.draft_vocab_size)]
     if steps is not None:

@@ -74,7 +74,8 @@ def test_speculators_commands(bench, tmp_path):
     assert argv[0] == "train" and argv[argv.index("--verifier-name-or-path") + 1].endswith("smollm2-135m-instruct")
     pairs = dict(zip(argv[1::2], argv[2::2]))
     assert pairs["--draft-attn-impl"] == "sdpa" and pairs["--loss-implementation"] == "eager"  # what a CPU needs
-    assert pairs["--draft-vocab-size"] == "8192" and pairs["--total-seq-len"] == "384"  # the recipe's
+    assert pairs["--draft-vocab-size"] == "8192"  # the recipe's, and its tokens a step (4 x 384): speculators packs to it
+    assert pairs["--total-seq-len"] == "1536"
     assert pairs["--max-steps"] == pairs["--scheduler-total-steps"] == "40"
     assert "--max-steps" not in bench.speculators_train_args(recipe, None, tmp_path / "data", tmp_path / "save", None)
     assert "--lr" not in pairs and "--epochs" not in pairs  # its own defaults otherwise
