@@ -10,8 +10,8 @@
 2. Training, the same `--minutes` each: headstart's EAGLE-3 recipe (`train.max_minutes`), and vLLM's
    speculators (`make peers`: .venv-peers) with its own defaults except what a CPU needs (scripts/peers/
    speculators_cpu.py; `--draft-vocab-size` from the recipe, `--total-seq-len` the tokens of one of headstart's
-   steps). speculators has no clock: a probe of `--probe-steps` steps times a step, the run gets the steps that fit (`--max-steps`, its
-   schedule's length too) and SIGTERM at the budget (it saves a checkpoint on it).
+   steps). speculators has no clock: a probe of `--probe-steps` steps times a step, the run gets the steps
+   that fit (`--max-steps`, its schedule's length too) and SIGTERM at the budget (it saves a checkpoint on it).
 3. Serving: one vLLM job, engines interleaved prompt by prompt (headstart.serve.bench's engines): vLLM
    plain, headstart's head and speculators' (its own folder, as vLLM loads it) as chains of each `--ks`,
    vLLM's n-gram and suffix decoding (`--suffix-ks`; vLLM method `suffix`, the `arctic-inference` package:
