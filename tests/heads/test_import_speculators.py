@@ -141,6 +141,13 @@ def test_an_imported_speculators_draft_saves_exports_and_decodes_losslessly(tmp_
     assert runs == [first.accepted_per_step] * 2
 
 
+def test_load_heads_points_a_speculators_folder_to_the_importer(tmp_path):
+    target = tiny_target()
+    speculators_folder(tmp_path / "spec", target)
+    with pytest.raises(CheckpointError, match=r"not written by headstart \(it looks like another project's layout: .*import_heads"):
+        hs.load_heads(tmp_path / "spec", target=target)
+
+
 def test_a_speculators_draft_with_per_chunk_norms_is_refused(tmp_path):
     target = tiny_target()
     speculators_folder(tmp_path / "spec", target)
