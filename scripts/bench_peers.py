@@ -10,8 +10,9 @@
 2. Training, the same `--minutes` each: headstart's EAGLE-3 recipe (`train.max_minutes`), and vLLM's
    speculators (`make peers`: .venv-peers) with its own defaults except what a CPU needs (scripts/peers/
    speculators_cpu.py; `--draft-vocab-size` from the recipe, `--total-seq-len` the tokens of one of headstart's
-   steps). speculators has no clock: a probe of `--probe-steps` steps times a step, the run gets the steps
-   that fit (`--max-steps`, its schedule's length too) and SIGTERM at the budget (it saves a checkpoint on it).
+   steps). speculators has no clock: a probe of `--probe-steps` steps times a step (its logged step_ms), the
+   run gets the steps that fit (`--max-steps`, its schedule's length too) and SIGTERM at the budget (it saves
+   a checkpoint on it).
 3. Serving: one vLLM job, engines interleaved prompt by prompt (headstart.serve.bench's engines): vLLM
    plain, headstart's head and speculators' (its own folder, as vLLM loads it) as chains of each `--ks`,
    vLLM's n-gram and suffix decoding (`--suffix-ks`; vLLM method `suffix`, the `arctic-inference` package:
@@ -174,12 +175,22 @@ def newest_checkpoint(save: Path) -> Path:
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
+def logged_step_seconds(log: Path) -> float | None:
+    """The median of the step times speculators logs (`profile/step_ms=<ms>`), None when it logged none."""
+    import re
+    import statistics
+
+    found = [float(m) / 1000 for m in re.findall(r"profile/step_ms=([0-9.]+(?:e[+-]?[0-9]+)?)", log.read_text(errors="replace"))]
+    return statistics.median(found) if found else None
+
+
 def train_speculators(recipe, target, data: Path, minutes: float, probe_steps: int, out: Path) -> tuple[Path, dict]:
-    """A probe of `probe_steps` steps (its start-up included), then a run whose steps fit the rest of the clock."""
+    """A probe of `probe_steps` steps, then a run whose steps fit the clock: a step's time is speculators' own
+    (`profile/step_ms` in its log, the median), else the probe's wall time per step, start-up included."""
     probe = out / "speculators-probe"
     started = time.perf_counter()
     run_peer(speculators_train_args(recipe, target, data, probe, probe_steps, epochs=1), out / "speculators-probe.log")
-    per_step = (time.perf_counter() - started) / probe_steps  # generous: start-up counts as steps
+    per_step = logged_step_seconds(out / "speculators-probe.log") or (time.perf_counter() - started) / probe_steps
     steps = max(1, int(minutes * 60 / per_step))
     save = out / "speculators"
     started = time.perf_counter()

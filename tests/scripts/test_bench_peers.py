@@ -90,3 +90,11 @@ def test_the_newest_checkpoint_is_served(bench, tmp_path, capsys):
         (save / name / "model.safetensors").write_text("")
         os.utime(save / name, (time.time() + i, time.time() + i))
     assert bench.newest_checkpoint(save) == save / "1"
+
+
+def test_speculators_step_time_comes_from_its_log(bench, tmp_path):
+    log = tmp_path / "probe.log"
+    log.write_text("INFO  profile/fwd_ms=398.457,\n  profile/step_ms=1.03e+03,\n x profile/step_ms=900.5, profile/step_ms=2.5e+03\n")
+    assert bench.logged_step_seconds(log) == pytest.approx(1.03)
+    log.write_text("no profile lines\n")
+    assert bench.logged_step_seconds(log) is None
