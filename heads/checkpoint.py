@@ -120,7 +120,10 @@ def read_config(folder: Path) -> dict:
     config = read_json(path)
     missing = [k for k in ("format_version", "kind", "head", "hidden_size", "vocab_size", "target") if k not in config]
     if missing:
-        raise CheckpointError(f"{path} lacks the keys {missing}; it was not written by headstart")
+        foreign = "speculators_model_type" in config or "eagle_config" in config or "medusa_num_heads" in config
+        hint = (" (it looks like another project's layout: headstart.heads.export.import_heads(folder, target) imports "
+                "speculators, EAGLE, EAGLE-3 and Medusa folders)") if foreign else ""
+        raise CheckpointError(f"{path} lacks the keys {missing}; it was not written by headstart{hint}")
     if config["format_version"] > FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has format_version {config['format_version']}; this headstart reads up to "

@@ -16,6 +16,13 @@ at t + 1 + i over the draft vocabulary, draft distribution), over assistant toke
 
 Parallel drafting (P-EAGLE, `parallel_drafting=True`): the same layer plus a learned `mask_hidden`
 drafts K tokens in one forward and trains on all anchors at once; see heads/parallel.py.
+
+Three normalisations vLLM's EAGLE-3 layer reads from a draft's config (vllm/model_executor/models/
+llama_eagle3.py), all off in headstart's own heads and on by default in vLLM's speculators trainer
+(0.9), are options of the head (`NORMS`), so that drafts trained with them import and decode as vLLM
+serves them: `norm_before_fc` (an RMSNorm `input_norm` over the 3D features before fc),
+`norm_before_residual` (hidden_norm(h_t) is the residual stream too, not only the attention's input)
+and `norm_output` (each step passes on its normed output; the lm_head then reads it as it is).
 """
 
 from __future__ import annotations
@@ -64,6 +71,10 @@ class Eagle3Options:
     ttt_steps: int = recipe_field(7, "EAGLE-3: training-time-test steps (the draft unrolled on its own outputs)", ge=1, le=MAX_DEPTH, why="the draft is unrolled this many times in every training step", section="train")
 
 
+#: the normalisation options of the draft layer (module doc), each off unless the head's options turn it on
+NORMS = ("norm_before_fc", "norm_before_residual", "norm_output")
+
+
 def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
     """(1, 1, T, (step + 1) T) additive mask of training-time-test step `step` (0-based).
 
@@ -77,8 +88,8 @@ def ttt_mask(t: int, step: int, dtype: torch.dtype, device) -> torch.Tensor:
 
 class Eagle3Head(FeatureHead):
     """One EAGLE-3 draft layer. `options`: hidden_size, vocab_size, draft_vocab_size, feature_layers,
-    model_type; with parallel drafting also parallel_drafting, parallel_tokens (K), ptd_token_id. Its own
-    dynamic tree is `default_tree` (heads/results.py)."""
+    model_type; with parallel drafting also parallel_drafting, parallel_tokens (K), ptd_token_id; any of
+    `NORMS` set true where the draft uses it. Its own dynamic tree is `default_tree` (heads/results.py)."""
 
     kind = "eagle3"
     options_class = Eagle3Options  # its recipe options
@@ -102,6 +113,9 @@ class Eagle3Head(FeatureHead):
         attn.v_proj = nn.Linear(width, attn.v_proj.out_features, bias=False)
         self.midlayer.hidden_norm = LlamaRMSNorm(d, eps=cfg.rms_norm_eps)
         self.norm = LlamaRMSNorm(d, eps=cfg.rms_norm_eps)
+        self.norms = {name: bool(options.get(name, False)) for name in NORMS}
+        if self.norms["norm_before_fc"]:
+            self.input_norm = LlamaRMSNorm(3 * d, eps=cfg.rms_norm_eps)
         self.lm_head = nn.Linear(d, n, bias=False)
         self.rotary = Rotary(LlamaRotaryEmbedding, cfg)
         self.register_buffer("d2t", torch.zeros(n, dtype=torch.long))
@@ -170,7 +184,8 @@ class Eagle3Head(FeatureHead):
     # ---- the layer ----
     def input_features(self, features: torch.Tensor) -> torch.Tensor:
         """(B, n, 3D) concatenated target layers -> (B, n, D)."""
-        return self.fc(features.to(self.dtype))
+        features = features.to(self.dtype)
+        return self.fc(self.input_norm(features) if self.norms["norm_before_fc"] else features)
 
     def step(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, mask, cache=None) -> torch.Tensor:
         """hidden (B, n, D) fused features or previous outputs, next tokens (B, n) -> outputs (B, n, D).
@@ -180,15 +195,21 @@ class Eagle3Head(FeatureHead):
         layer = self.midlayer
         hidden = hidden.to(self.dtype)
         embed = layer.input_layernorm(self.target_parts.embed_tokens(tokens).to(self.dtype))
-        x = torch.cat([embed, layer.hidden_norm(hidden)], dim=-1)  # (B, n, 2D)
+        normed = layer.hidden_norm(hidden)
+        if self.norms["norm_before_residual"]:
+            hidden = normed  # the residual stream starts from the normed features too
+        x = torch.cat([embed, normed], dim=-1)  # (B, n, 2D)
         pe = self.rotary(x, positions)
         attn, _ = layer.self_attn(hidden_states=x, position_embeddings=pe, attention_mask=mask, cache=cache)
         hidden = hidden + attn
-        return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        out = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        return self.norm(out) if self.norms["norm_output"] else out
 
     def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
-        """(..., D) outputs -> (..., N) logits over the draft vocabulary."""
-        return self.lm_head(self.norm(h.to(self.dtype)))
+        """(..., D) outputs -> (..., N) logits over the draft vocabulary (outputs of a `norm_output` head
+        are normed already)."""
+        h = h.to(self.dtype)
+        return self.lm_head(h if self.norms["norm_output"] else self.norm(h))
 
     @staticmethod
     def new_cache() -> DraftKV:

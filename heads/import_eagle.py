@@ -117,7 +117,8 @@ def _rope_option(fields: dict, target, folder: Path) -> dict:
     return {"rope_parameters": own}
 
 
-#: normalisations headstart's EAGLE-3 layer does not have, and what each does (the engines' names)
+#: the normalisations an EAGLE-3 draft's config may turn on, and what each does (the engines' names); headstart's
+#: layer has all but fc_norm (heads/eagle3.py NORMS)
 NORM_VARIANTS = {
     "fc_norm": "an RMSNorm on each of the three feature chunks before fc (SpecForge's EAGLE-3.1)",
     "norm_before_fc": "one RMSNorm over the 3D features before fc",
@@ -126,8 +127,11 @@ NORM_VARIANTS = {
 }
 
 
-def _refuse_norm_variants(config: dict, fields: dict, folder: Path, residual_default: bool) -> None:
-    """Refuse a draft whose config turns on a normalisation our layer lacks: dropped, every draft changes."""
+def _norm_options(config: dict, fields: dict, folder: Path, residual_default: bool) -> dict:
+    """The draft's normalisations as head options ({name: True} for each of heads/eagle3.py's NORMS it turns
+    on); one our layer lacks (fc_norm) is refused: dropped, every draft would change."""
+    from headstart.heads.eagle3 import NORMS
+
     nested = config.get("eagle_config") or {}
     found = {}
     for key in NORM_VARIANTS:
@@ -135,16 +139,18 @@ def _refuse_norm_variants(config: dict, fields: dict, folder: Path, residual_def
         value = nested.get(key, config.get(key, fields.get(key, default)))
         if value:
             found[key] = value
-    if found:
+    lacking = {k: v for k, v in found.items() if k not in NORMS}
+    if lacking:
         raise CheckpointError(
-            f"{folder}: this EAGLE-3 draft uses {', '.join(f'{k}={v!r} ({NORM_VARIANTS[k]})' for k, v in found.items())}; "
+            f"{folder}: this EAGLE-3 draft uses {', '.join(f'{k}={v!r} ({NORM_VARIANTS[k]})' for k, v in lacking.items())}; "
             f"headstart's EAGLE-3 layer has no such normalisation, and importing it without would change every "
             f"draft. Serve this draft with vLLM or SGLang directly (they read these fields), or train a head "
             f"with headstart."
         )
+    return {k: True for k in found}
 
 
-def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefix: str, info: dict):
+def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefix: str, info: dict, norms: dict):
     from headstart.heads.eagle3 import Eagle3Head
     from headstart.heads.parallel import parallel_options
 
@@ -171,6 +177,7 @@ def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefi
         "draft_vocab_size": None if n == v else n,
         "feature_layers": _feature_layers(config, ours, target, folder),
         "model_type": target.config.model_type,
+        **norms,
     }
     tree = dynamic_tree(saved.get("tree"))  # our own block's, else the default
     if not ours:  # our own block records the head's rope (rope_parameters) when it has its own
@@ -192,7 +199,8 @@ def _import_eagle3_files(folder: Path, target, config: dict, fields: dict, prefi
     if unused:
         raise CheckpointError(
             f"{weights}: holds tensors headstart's EAGLE-3 head has no place for: {unused[:6]}; importing it without "
-            f"them would change its drafts (fc_norm.* / input_norm.*: normalisations before fc that headstart's layer lacks)"
+            f"them would change its drafts (fc_norm.*: per-chunk normalisations before fc that headstart's layer lacks; "
+            f"input_norm.* without norm_before_fc in config.json)"
         )
     dtype = loaded["fc.weight"].dtype
     head.to(dtype)
@@ -213,9 +221,9 @@ def _placeholder_token(config: dict, folder: Path) -> int:
 def import_eagle3(folder: Path, target):
     """An Eagle3Head from an eagle3-layout folder (ours, SpecForge's, or an official EAGLE-3 release)."""
     config = read_json(folder / CONFIG_NAME, ("hidden_size", "num_attention_heads", "vocab_size"))
-    _refuse_norm_variants(config, config, folder, residual_default=False)
+    norms = _norm_options(config, config, folder, residual_default=False)
     info = {"name_or_path": None, "max_position_embeddings": config.get("max_position_embeddings")}
-    return _import_eagle3_files(folder, target, config, config, "midlayer", info)
+    return _import_eagle3_files(folder, target, config, config, "midlayer", info, norms)
 
 
 def import_speculators(folder: Path, target):
@@ -229,10 +237,10 @@ def import_speculators(folder: Path, target):
     missing = [k for k in ("hidden_size", "num_attention_heads", "vocab_size") if k not in fields]
     if missing:
         raise CheckpointError(f"{folder / CONFIG_NAME}: transformer_layer_config lacks the keys {missing}")
-    _refuse_norm_variants(config, fields, folder, residual_default=True)  # vLLM's speculators reader defaults it to true
+    norms = _norm_options(config, fields, folder, residual_default=True)  # vLLM's speculators reader defaults it to true
     verifier = (config.get("speculators_config") or {}).get("verifier") or {}
     info = {"name_or_path": verifier.get("name_or_path"), "max_position_embeddings": fields.get("max_position_embeddings")}
-    return _import_eagle3_files(folder, target, config, fields, "layers.0", info)
+    return _import_eagle3_files(folder, target, config, fields, "layers.0", info, norms)
 
 
 # ---------------------------------------------------------------------------------------------

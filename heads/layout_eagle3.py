@@ -41,7 +41,10 @@ in the speculative config. SGLang has no parallel drafting; the speculators layo
 
 Our draft layer keeps the un-normed features as the residual (hidden_norm is applied to the
 attention input only): `norm_before_residual: false`. vLLM's speculators reader defaults it to
-*true* when absent, so it is always written.
+*true* when absent, so it is always written. A head with any of heads/eagle3.py's `NORMS` on (one
+imported from vLLM's speculators trainer) writes them true, and `input_norm.weight` (3D) with
+`norm_before_fc`; vLLM reads all three from either layout's config.json (SGLang's reading of them was
+not checked).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ LAYER_NAMES = (
     "post_attention_layernorm.weight",
 )
 OTHER_NAMES = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
+INPUT_NORM_NAMES = ("input_norm.weight",)  # written only for a head with norm_before_fc
 VOCAB_MAP_NAMES = ("d2t", "t2d")  # written only for a draft vocabulary smaller than the target's
 PARALLEL_NAMES = ("mask_hidden",)  # written only for a head with parallel drafting
 
@@ -84,6 +88,8 @@ EAGLE3_CONFIG_KEYS = (
     "attention_bias",
     "mlp_bias",
     "norm_before_residual",
+    "norm_before_fc",
+    "norm_output",
     "eagle_aux_hidden_state_layer_ids",
     "eagle_config",
     "torch_dtype",
@@ -107,14 +113,16 @@ SPECULATORS_CONFIG_KEYS = (
 )
 
 
-def eagle3_names(prefix: str, draft_vocab: bool = True, parallel: bool = False) -> list[str]:
+def eagle3_names(prefix: str, draft_vocab: bool = True, parallel: bool = False, input_norm: bool = False) -> list[str]:
     """The tensor names an EAGLE-3 loader needs, the draft layer under `prefix` (midlayer / layers.0).
 
     d2t / t2d only with a draft vocabulary smaller than the target's: vLLM creates its
     `draft_id_to_target_id` only when draft_vocab_size != vocab_size and refuses a d2t otherwise.
-    mask_hidden only with parallel drafting: vLLM refuses it missing then, and skips it otherwise."""
+    mask_hidden only with parallel drafting: vLLM refuses it missing then, and skips it otherwise.
+    input_norm.weight only with norm_before_fc: vLLM skips it otherwise."""
     others = OTHER_NAMES if draft_vocab else tuple(n for n in OTHER_NAMES if n not in VOCAB_MAP_NAMES)
-    return [*others, *(PARALLEL_NAMES if parallel else ()), *(f"{prefix}.{n}" for n in LAYER_NAMES)]
+    return [*others, *(PARALLEL_NAMES if parallel else ()), *(INPUT_NORM_NAMES if input_norm else ()),
+            *(f"{prefix}.{n}" for n in LAYER_NAMES)]
 
 
 def _has_draft_vocab(config: dict) -> bool:
@@ -219,6 +227,8 @@ def eagle3_tensors(config: dict, state: dict, layer: dict, prefix: str) -> dict[
     tensors = {name: state[name] for name in OTHER_NAMES if name in state and name not in VOCAB_MAP_NAMES}
     if config["head"].get("parallel_drafting"):  # P-EAGLE: the placeholder slots' feature, fc's input width
         tensors["mask_hidden"] = state["mask_hidden"]
+    if config["head"].get("norm_before_fc"):  # the RMSNorm over the 3D features before fc
+        tensors["input_norm.weight"] = state["input_norm.weight"]
     if n < v:  # vLLM has no draft_id_to_target_id to load a d2t into when n == v (its loader fails)
         tensors["d2t"] = state["d2t"].to(torch.int64)
         tensors["t2d"] = state["t2d"].to(torch.bool)
@@ -237,6 +247,12 @@ def _draft_fields(config: dict, tensors: dict[str, torch.Tensor]) -> dict:
     }
 
 
+def _norms(config: dict) -> dict:
+    """The draft layer's normalisation fields as vLLM reads them (heads/eagle3.py NORMS), from our head's options."""
+    head = config["head"]
+    return {name: bool(head.get(name, False)) for name in ("norm_before_residual", "norm_before_fc", "norm_output")}
+
+
 def eagle3_config(config: dict, layer: dict, tensors: dict[str, torch.Tensor]) -> dict:
     """config.json of the eagle3 layout: the draft layer's Llama config, the feature layers for
     both engines (see the module doc), and our own config under `headstart`."""
@@ -246,7 +262,7 @@ def eagle3_config(config: dict, layer: dict, tensors: dict[str, torch.Tensor]) -
         "model_type": "llama",
         **layer,
         **_draft_fields(config, tensors),
-        "norm_before_residual": False,
+        **_norms(config),
         "eagle_aux_hidden_state_layer_ids": vllm_aux_ids(layers),  # vLLM: capture indices
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": sglang_aux_ids(layers), "use_aux_hidden_state": True},
         **({"parallel_drafting": True, "ptd_token_id": config["head"]["ptd_token_id"]} if _parallel(config) else {}),
@@ -282,10 +298,8 @@ def speculators_config(config: dict, layer: dict, tensors: dict[str, torch.Tenso
         "transformer_layer_config": {"model_type": "llama", **layer},
         "draft_vocab_size": draft["draft_vocab_size"],
         "target_hidden_size": draft["target_hidden_size"],
-        "norm_before_residual": False,  # vLLM's speculators reader defaults it to true
-        "norm_before_fc": False,
+        **_norms(config),  # always written: vLLM's speculators reader defaults norm_before_residual to true
         "fc_norm": False,
-        "norm_output": False,
         "eagle_aux_hidden_state_layer_ids": vllm_aux_ids(config["head"]["feature_layers"]),
         "tie_word_embeddings": False,
         "torch_dtype": draft["torch_dtype"],
@@ -312,12 +326,12 @@ def build_speculators(config: dict, state: dict, target) -> Exported:
 
 def eagle3_required(config: dict) -> list[str]:
     """The tensor names an eagle3-layout loader needs for an exported config."""
-    return eagle3_names("midlayer", _has_draft_vocab(config), bool(config.get("parallel_drafting")))
+    return eagle3_names("midlayer", _has_draft_vocab(config), bool(config.get("parallel_drafting")), bool(config.get("norm_before_fc")))
 
 
 def speculators_required(config: dict) -> list[str]:
     """The tensor names vLLM's speculators loader needs for an exported config."""
-    return eagle3_names("layers.0", _has_draft_vocab(config))
+    return eagle3_names("layers.0", _has_draft_vocab(config), input_norm=bool(config.get("norm_before_fc")))
 
 
 def eagle3_needs_target(config: dict) -> bool:

@@ -146,7 +146,10 @@ class LeanDraftLayer:
         hidden = hidden.to(head.dtype)
         b, n, _ = hidden.shape
         embed = rms_norm(layer.input_layernorm, head.target_parts.embed_tokens(tokens).to(head.dtype))
-        x = torch.cat([embed, rms_norm(layer.hidden_norm, hidden)], dim=-1)  # (B, n, 2D)
+        normed = rms_norm(layer.hidden_norm, hidden)
+        if head.norms["norm_before_residual"]:
+            hidden = normed  # the residual stream starts from the normed features too (heads/eagle3.py's NORMS)
+        x = torch.cat([embed, normed], dim=-1)  # (B, n, 2D)
         heads, kv_heads, d = attn.config.num_attention_heads, attn.config.num_key_value_heads, attn.head_dim
         qk, v = parts["qkv"](x).split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
         qk = qk.view(b, n, heads + kv_heads, d)
@@ -159,4 +162,5 @@ class LeanDraftLayer:
                                              enable_gqa=heads != kv_heads)
         hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(b, n, heads * d))
         gate, up = parts["gate_up"](rms_norm(layer.post_attention_layernorm, hidden)).chunk(2, dim=-1)
-        return hidden + mlp.down_proj(mlp.act_fn(gate) * up)
+        out = hidden + mlp.down_proj(mlp.act_fn(gate) * up)
+        return rms_norm(head.norm, out) if head.norms["norm_output"] else out

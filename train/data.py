@@ -160,6 +160,16 @@ def split(examples: list[Example], eval_size: int, seed: int) -> tuple[list[Exam
     return [examples[i] for i in order[n_eval:]], [examples[i] for i in order[:n_eval]]
 
 
+def training_examples(tokenizer, data) -> tuple[list[Example], list[Example], dict]:
+    """(trained, held out, reading stats): the recipe's `data` section's conversations as the trainer
+    reads them (`build_examples`) and splits them (`split`, data.eval_size held out with data.seed).
+    Peer trainers get the same examples from here (train/peer_data.py)."""
+    examples, stats = build_examples(tokenizer, data.train_files, data.max_length, data.limit,
+                                     split=data.split, columns=data.columns, on_error=data.on_error)
+    trained, heldout = split(examples, data.eval_size, data.seed)
+    return trained, heldout, stats
+
+
 class ExampleDataset(torch.utils.data.Dataset):
     def __init__(self, examples: list[Example]):
         self.examples = examples

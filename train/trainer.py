@@ -37,7 +37,7 @@ from headstart.jsonl import DataError
 from headstart.lock import output_lock
 from headstart.target import Target, is_partitioned, resolve_dtype
 from headstart.train.budget import Plan, plan_schedule
-from headstart.train.data import Example, ExampleDataset, build_examples, collate, split
+from headstart.train.data import Example, ExampleDataset, collate, training_examples
 from headstart.train.features import training_dataset
 from headstart.train.formats import expand_sources, read_conversations
 from headstart.train.hf_trainer import (
@@ -185,12 +185,7 @@ def check_recipe(recipe: Recipe) -> None:
 def _read_data(recipe: Recipe, target: Target) -> TrainingData:
     """The recipe's conversations through the target's chat template (assistant-only loss masks),
     data.eval_size of them held out."""
-    data = recipe.data
-    examples, stats = build_examples(
-        target.tokenizer, data.train_files, data.max_length, data.limit,
-        split=data.split, columns=data.columns, on_error=data.on_error,
-    )
-    trained, heldout = split(examples, data.eval_size, data.seed)
+    trained, heldout, stats = training_examples(target.tokenizer, recipe.data)
     return TrainingData(train=trained, heldout=heldout, stats=stats)
 
 

@@ -407,7 +407,8 @@ LAYER_CONFIG = [
 ]
 EAGLE3_CONFIG = {
     "eagle3": ["architectures", "model_type", *LAYER_CONFIG, "draft_vocab_size", "target_hidden_size",
-               "norm_before_residual", "eagle_aux_hidden_state_layer_ids", "eagle_config", "torch_dtype", "headstart"],
+               "norm_before_residual", "norm_before_fc", "norm_output", "eagle_aux_hidden_state_layer_ids", "eagle_config",
+               "torch_dtype", "headstart"],
     "speculators": ["architectures", "speculators_model_type", "speculators_config", "transformer_layer_config",
                     "draft_vocab_size", "target_hidden_size", "norm_before_residual", "norm_before_fc", "fc_norm",
                     "norm_output", "eagle_aux_hidden_state_layer_ids", "tie_word_embeddings", "torch_dtype", "headstart"],
@@ -579,20 +580,27 @@ def test_import_official_eagle3_bin_keeps_its_rope(tmp_path):
     assert detect_layout(tmp_path / "e1") == "eagle"
 
 
-def test_eagle3_norm_variants_are_refused(tmp_path, target):
-    """SpecForge's EAGLE-3.1 drafts (configs/qwen3-30B-A3B-eagle3.1.json: fc_norm, norm_output) and
-    the other normalisations vLLM reads (norm_before_fc, norm_before_residual) are refused with their
-    meaning, never dropped: so are tensors the head has no place for (fc_norm.{i}.weight)."""
+def test_eagle3_norm_variants(tmp_path, target):
+    """SpecForge's EAGLE-3.1 per-chunk fc_norm (configs/qwen3-30B-A3B-eagle3.1.json) is refused with its
+    meaning, never dropped, and so are tensors the head has no place for (fc_norm.{i}.weight); the other
+    normalisations vLLM reads (norm_before_fc, norm_output, norm_before_residual) become the head's options
+    (tests/heads/test_import_speculators.py checks their arithmetic)."""
     head = eagle3_head(target)
     out = export(head, target, tmp_path / "e3", "eagle3")
     config = json.loads((out / "config.json").read_text())
     del config["headstart"]
-    for key, nested in (("fc_norm", False), ("norm_output", False), ("norm_before_fc", True), ("norm_before_residual", False)):
+    for nested in (False, True):
         changed = json.loads(json.dumps(config))
-        (changed["eagle_config"] if nested else changed)[key] = True
+        (changed["eagle_config"] if nested else changed)["fc_norm"] = True
         (out / "config.json").write_text(json.dumps(changed))
-        with pytest.raises(CheckpointError, match=rf"uses {key}=True \(.*\); headstart's EAGLE-3 layer has no such normalisation"):
+        with pytest.raises(CheckpointError, match=r"uses fc_norm=True \(.*\); headstart's EAGLE-3 layer has no such normalisation"):
             import_heads(out, target)
+    changed = dict(config, norm_output=True, norm_before_residual=True)
+    (out / "config.json").write_text(json.dumps(changed))
+    assert {k for k, v in import_heads(out, target).options.items() if k.startswith("norm_") and v} == {"norm_output", "norm_before_residual"}
+    (out / "config.json").write_text(json.dumps(dict(config, norm_before_fc=True)))
+    with pytest.raises(CheckpointError, match=r"the tensor 'input_norm.weight' is missing"):
+        import_heads(out, target)
     (out / "config.json").write_text(json.dumps(config))
     state = load_file(out / "model.safetensors")
     save_file({**state, **{f"fc_norm.{i}.weight": torch.ones(32) for i in range(3)}}, out / "model.safetensors")
@@ -602,8 +610,7 @@ def test_eagle3_norm_variants_are_refused(tmp_path, target):
     config = json.loads((spec / "config.json").read_text())
     del config["norm_before_residual"]  # absent means true in vLLM's speculators reader
     (spec / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match="norm_before_residual=True"):
-        import_heads(spec, target)
+    assert import_heads(spec, target).options.get("norm_before_residual") is True
 
 
 def official_eagle1(folder, head, fmt="bin", names=None):
