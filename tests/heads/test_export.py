@@ -584,7 +584,7 @@ def test_eagle3_norm_variants(tmp_path, target):
     """SpecForge's EAGLE-3.1 per-chunk fc_norm (configs/qwen3-30B-A3B-eagle3.1.json) is refused with its
     meaning, never dropped, and so are tensors the head has no place for (fc_norm.{i}.weight); the other
     normalisations vLLM reads (norm_before_fc, norm_output, norm_before_residual) become the head's options
-    (tests/heads/test_import_speculators.py checks their arithmetic)."""
+    (tests/heads/test_import_eagle_speculators.py checks their arithmetic)."""
     head = eagle3_head(target)
     out = export(head, target, tmp_path / "e3", "eagle3")
     config = json.loads((out / "config.json").read_text())
