@@ -71,7 +71,7 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if native_bf16() else torch.float32
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)} or 'auto', got {dtype!r}")
+        raise TargetError(f"the target's dtype (target.dtype) must be one of {sorted(_DTYPES)} or 'auto', got {dtype!r}")
     return _DTYPES[dtype]
 
 

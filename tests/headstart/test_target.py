@@ -98,3 +98,21 @@ def test_a_cpu_capped_below_bf16_decodes_in_float32(monkeypatch):
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")  # a cap at or above bf16 changes nothing
     assert native_bf16() is uncapped
     assert resolve_dtype("auto") is (torch.bfloat16 if uncapped else torch.float32)
+
+
+@pytest.mark.parametrize("dtype", ["", "bf16", "half"])
+def test_an_unknown_dtype_is_a_clear_error_of_the_target(dtype, capsys, tmp_path):
+    """A recipe's target.dtype that names no dtype is one error line from the CLI (a TargetError), not a traceback."""
+    from headstart.cli import main
+    from headstart.target import TargetError, resolve_dtype
+
+    with pytest.raises(TargetError, match="target.dtype"):
+        resolve_dtype(dtype)
+    from tests.helpers import write_conversations
+
+    write_conversations(tmp_path / "c.jsonl")
+    (tmp_path / "recipe.yaml").write_text(f"target:\n  dtype: {dtype!r}\ndata:\n  train_files: [{tmp_path / 'c.jsonl'}]\n"
+                                          f"train:\n  output_dir: {tmp_path / 'run'}\n")
+    assert main(["train", str(tmp_path / "recipe.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error: the target's dtype (target.dtype)" in err[0]
