@@ -53,8 +53,9 @@ def tree_options(head, decode: DecodeConfig, given: Collection[str] = ()) -> tup
 
     Precedence, field by field: the command line (`given`: the decode fields set there) > the
     head's own tree (`head.default_tree`: saved with it, tuned, or the trainer's) > the recipe's decode
-    section; a hybrid given a tree for its EAGLE head (decode.hybrid_tree) drafts that one whole. The source is 'command', 'head' or 'recipe', or several joined by '+' when the fields
-    come from different places.
+    section; a hybrid given a tree for its EAGLE head (decode.hybrid_tree) drafts that one whole. The
+    source is 'command', 'head' or 'recipe', or several joined by '+' when the fields come from
+    different places.
     """
     own = trait(head, "default_tree")  # a DynamicTreeSpec for dynamic heads, a StaticTreeSpec else
     hybrid = trait(head, "hybrid_tree")  # a hybrid's tree for its EAGLE head (decode.hybrid_tree): whole
