@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 import headstart as hs
 from headstart.heads.checkpoint import CheckpointError
 from headstart.heads.export import detect_layout, export, import_heads
-from tests.helpers import VOCAB, tiny_target
+from tests.helpers import VOCAB, assert_close, tiny_target
 
 D, N, LAYER_IDS = 32, 48, [1, 2, 3]  # hidden, draft vocabulary, vLLM capture ids (ours: outputs of layers 0, 1, 2)
 DRAFT_IDS = torch.arange(0, 2 * N, 2)  # the target ids the draft ranks
@@ -118,9 +118,9 @@ def test_a_speculators_draft_imports_and_drafts_as_vllm_computes_it(tmp_path, no
             lean = head.step(head.input_features(features[None, None]), torch.tensor([[token]]), torch.tensor([[0]]),
                              torch.ones(1, 1, dtype=torch.bool), head.new_cache())  # drafting's lean forward
         ref_logits, ref_out = vllm_step(w, features, token, norms, eps)
-        torch.testing.assert_close(logits, ref_logits, atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(out[0, 0], ref_out, atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(lean[0, 0], ref_out, atol=1e-4, rtol=1e-4)
+        assert_close(logits, ref_logits, "logits against vLLM's arithmetic")
+        assert_close(out[0, 0], ref_out, "output against vLLM's arithmetic")
+        assert_close(lean[0, 0], ref_out, "the lean forward's output against vLLM's arithmetic")
 
 
 def test_an_imported_speculators_draft_saves_exports_and_decodes_losslessly(tmp_path):
