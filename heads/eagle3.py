@@ -223,9 +223,9 @@ class Eagle3Head(FeatureHead):
         target_logits = self.target_logits(out.hidden)  # (B, T, N) the target's own, over the draft vocabulary
         if self.parallel_tokens:
             return parallel_loss(self, feats, target_logits, batch["input_ids"], batch["loss_mask"], shared.decay,
-                                 shared.objective)
+                                 shared.objective, batch.get("draft_weight"))
         return self.loss(feats, target_logits, batch["input_ids"], batch["loss_mask"], options.ttt_steps, shared.decay,
-                         shared.objective)
+                         shared.objective, batch.get("draft_weight"))
 
     def loss(
         self,
@@ -236,11 +236,13 @@ class Eagle3Head(FeatureHead):
         ttt_steps: int = 7,
         decay: float = 0.8,
         objective: Objective = CE,
+        weights: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Training-time test over `ttt_steps` steps; features (B, T, 3D), target_logits (B, T, N).
 
         Step i at index t predicts x_{t+2+i}; it counts where that token exists and is an
         assistant token. Accuracy: the draft's top-1 (as a target id) equals the data's token.
+        `weights` (B, T): each token's loss weight wherever it is predicted (complementary training).
         """
         from transformers import DynamicCache
 
@@ -256,7 +258,7 @@ class Eagle3Head(FeatureHead):
                 break
             nxt = F.pad(input_ids[:, 1 + i :], (0, 1 + i))  # (B, T) x_{t+1+i}, padded at the end
             hidden = self.step(hidden, nxt, base + i, ttt_mask(t, i, self.dtype, dev), cache)
-            term = self.depth_loss(hidden, i, target_logits, input_ids, loss_mask, objective, metrics)
+            term = self.depth_loss(hidden, i, target_logits, input_ids, loss_mask, objective, metrics, weights)
             if term is not None:
                 total = total + (decay**i) * term
         metrics["sim_accept_length"] = simulated_accept_length([metrics[f"step{i}_top1"] for i in range(ttt_steps) if f"step{i}_top1" in metrics])
@@ -271,11 +273,13 @@ class Eagle3Head(FeatureHead):
         loss_mask: torch.Tensor,
         objective: Objective,
         metrics: dict[str, float],
+        weights: torch.Tensor | None = None,
     ) -> torch.Tensor | None:
         """The token loss of depth-i outputs hidden (B, T, D), whose index t predicts x_{t+2+i}: over the
         positions where that token exists and is an assistant token, against the target's distribution at
         t + 1 + i (`objective`'s loss, heads/losses.py). Writes step{i}_top1 / _ce / _accept into `metrics`
-        (top-1: the draft's best token, as a target id, equals the data's); None where no position counts."""
+        (top-1: the draft's best token, as a target id, equals the data's); None where no position counts.
+        `weights` (B, T), when given, weigh each token's loss where it is the one predicted (heads/complement.py)."""
         b, t = input_ids.shape
         valid = torch.zeros(b, t, dtype=torch.bool, device=input_ids.device)
         valid[:, : t - 2 - i] = loss_mask[:, 2 + i :].bool()
@@ -284,7 +288,8 @@ class Eagle3Head(FeatureHead):
         logp = self.draft_logits(hidden[valid]).float().log_softmax(-1)  # (M, N)
         with torch.no_grad():
             p = target_logits[:, 1 + i :][valid[:, : t - 1 - i]].float().softmax(-1)
-        term = soft_draft_loss(logp, p, objective)  # `objective`'s loss (heads/losses.py); CE by default
+        w = None if weights is None else weights[:, 2 + i :][valid[:, : t - 2 - i]]  # (M,) the predicted tokens' weights
+        term = soft_draft_loss(logp, p, objective, w)  # `objective`'s loss (heads/losses.py); CE by default
         with torch.no_grad():
             labels = input_ids[:, 2 + i :][valid[:, : t - 2 - i]]
             acc = (self.draft_ids[logp.argmax(-1)] == labels).float().mean().item()

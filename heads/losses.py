@@ -79,26 +79,40 @@ class DraftLoss(NamedTuple):
     accept: torch.Tensor
 
 
-def soft_draft_loss(logq: torch.Tensor, p: torch.Tensor, objective: Objective = CE) -> DraftLoss:
+def soft_draft_loss(logq: torch.Tensor, p: torch.Tensor, objective: Objective = CE,
+                    weights: torch.Tensor | None = None) -> DraftLoss:
     """The loss of draft log-probabilities `logq` (M, N) against the target's distribution `p` (M, N).
 
     `ce` is computed exactly as the heads always did, so the default trains bit for bit as before.
+    `weights` (M,), when given, make the trained loss a weighted mean over the positions
+    (complementary training, heads/complement.py); the metrics `ce` and `accept` stay unweighted.
     """
-    ce = -(p * logq).sum(-1).mean()
+    ce_rows = -(p * logq).sum(-1)  # (M,)
+    ce = ce_rows.mean()
+    if weights is None:
+        mean = torch.mean
+    else:
+        w = weights.to(ce_rows.dtype)
+        total = w.sum().clamp(min=1e-6)
+
+        def mean(x: torch.Tensor) -> torch.Tensor:
+            return (w * x).sum() / total
+
+    trained_ce = ce if weights is None else mean(ce_rows)
     if objective.name == "ce":
         with torch.no_grad():
-            return DraftLoss(ce, ce.detach(), torch.minimum(p, logq.exp()).sum(-1).mean())
+            return DraftLoss(trained_ce, ce.detach(), torch.minimum(p, logq.exp()).sum(-1).mean())
     alpha = torch.minimum(p, logq.exp()).sum(-1)  # (M,) expected acceptance per position
     if objective.name == "tv":
-        loss = (1 - alpha).mean()
+        loss = mean(1 - alpha)
     elif objective.name == "lk":
         # log α = logsumexp(min(log p, log q)): finite, and its gradient too, even where α underflows
-        loss = -torch.logsumexp(torch.minimum(p.log(), logq), dim=-1).mean()
+        loss = mean(-torch.logsumexp(torch.minimum(p.log(), logq), dim=-1))
     else:  # lk_lambda
-        kl = (torch.xlogy(p, p) - p * logq).sum(-1).mean()
-        lam = math.exp(-LK_ETA * alpha.mean().item())  # a constant under the gradient
-        loss = lam * kl + (1 - lam) * (1 - alpha).mean()
-    return DraftLoss(_mix(loss, ce, objective), ce.detach(), alpha.detach().mean())
+        kl = mean((torch.xlogy(p, p) - p * logq).sum(-1))
+        lam = math.exp(-LK_ETA * mean(alpha).item())  # a constant under the gradient
+        loss = lam * kl + (1 - lam) * mean(1 - alpha)
+    return DraftLoss(_mix(loss, trained_ce, objective), ce.detach(), alpha.detach().mean())
 
 
 def hard_draft_loss(logits: torch.Tensor, labels: torch.Tensor, objective: Objective = CE,

@@ -132,9 +132,11 @@ def parallel_loss(
     loss_mask: torch.Tensor,
     decay: float = 0.8,
     objective: Objective = CE,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Σ_j decay^j · loss of position j over every anchor, from one forward; features (B, T, 3D),
-    target_logits (B, T, N). Position j of anchor t predicts x_{t+2+j}; metrics step{j}_top1 etc."""
+    target_logits (B, T, N). Position j of anchor t predicts x_{t+2+j}; metrics step{j}_top1 etc.
+    `weights` (B, T): each token's loss weight (complementary training, heads/complement.py)."""
     b, t = input_ids.shape
     k, dev = head.parallel_tokens, input_ids.device
     m = (k - 1) * t  # placeholder slots
@@ -148,7 +150,7 @@ def parallel_loss(
     total = out.new_zeros((), dtype=torch.float32)
     metrics: dict[str, float] = {}
     for j in range(min(k, t - 2)):
-        term = head.depth_loss(out[:, j], j, target_logits, input_ids, loss_mask, objective, metrics)
+        term = head.depth_loss(out[:, j], j, target_logits, input_ids, loss_mask, objective, metrics, weights)
         if term is not None:
             total = total + (decay**j) * term
     metrics["sim_accept_length"] = simulated_accept_length([metrics[f"step{j}_top1"] for j in range(k) if f"step{j}_top1" in metrics])

@@ -166,7 +166,7 @@ class TrainConfig:
     max_steps: int = _f(-1, "stop after this many optimizer steps; -1 = use epochs", ge=-1)
     max_minutes: float | None = _f(None, "wall-clock budget; training stops cleanly and saves when it runs out", gt=0)
     corpus_ngram: int = _f(4, "order of the n-gram table of the training answers (the target's own text) saved with the final head (corpus_ngram.safetensors) for decoding's corpus trees (decode.corpus_draft); 0 = none", ge=0, le=16, why="longer contexts almost never repeat, and the table grows with every order")
-    free_hit_weight: float = _f(1.0, "complementary training (Medusa): the loss weight of answer tokens that head-free drafting already predicts (the prompt-lookup continuation or the corpus table's most probable next token, the table counted from the other folds' answers: heads/complement.py); 1 = every token alike", ge=0, le=1)
+    free_hit_weight: float = _f(1.0, "complementary training (Medusa, EAGLE-3): the loss weight of answer tokens that head-free drafting already predicts (the prompt-lookup continuation or the corpus table's most probable next token, the table counted from the other folds' answers: heads/complement.py); 1 = every token alike", ge=0, le=1)
     corpus_ngram_tokens: int = _f(2_000_000, "answer tokens counted into that table (the first examples' up to this many; its memory grows with them)", ge=1, le=1 << 30, why="the table takes about 25 bytes per token counted, several times that in memory")
     batch_size: int = _f(4, "sequences per device per micro-step", ge=1, le=MAX_BATCH, why=BATCH_WHY)
     grad_accum: int = _f(1, "micro-steps per optimizer step", ge=1)

@@ -165,15 +165,19 @@ def _start_run(recipe: Recipe, target: Target) -> RunStart:
     return RunStart(resume=resume, record=run_record(recipe, target))  # the target before joint mode adds adapters
 
 
+#: the head kinds whose loss takes per-token weights (train.free_hit_weight, heads/complement.py)
+COMPLEMENTARY_KINDS = ("medusa", "eagle3")
+
+
 def check_recipe(recipe: Recipe) -> None:
     """What `headstart train` checks before the target loads (minutes, for a large one), beyond what loading
     the recipe checked (the head kind and its options): Medusa-2's preconditions, and the data:
     data.train_files named, and the rows of its local files readable as conversations (a Hub dataset is
     read once the target is there)."""
     _check_joint(recipe)
-    if recipe.train.free_hit_weight < 1.0 and recipe.head.kind != "medusa":
-        raise RecipeError(f"train.free_hit_weight: complementary training weighs Medusa heads' loss only; this recipe trains "
-                          f"{recipe.head.kind}: leave it at 1")
+    if recipe.train.free_hit_weight < 1.0 and recipe.head.kind not in COMPLEMENTARY_KINDS:
+        raise RecipeError(f"train.free_hit_weight: complementary training weighs the loss of {' and '.join(COMPLEMENTARY_KINDS)} "
+                          f"heads only; this recipe trains {recipe.head.kind}: leave it at 1")
     data = recipe.data
     if not data.train_files:
         raise DataError("data.train_files is empty: name at least one file or dataset of conversations")

@@ -203,7 +203,7 @@ def write_recipe(tmp_path, text: str = "train:\n  max_steps: 1\n"):
     ("train:\n", ["train.max_steps=1"], "data.train_files is empty"),  # an empty section takes overrides
     ("", [], "data.train_files is empty"),  # said before the (default, embedded) target loads
     (None, [], "is a folder; give a YAML file"),
-    ("head:\n  kind: eagle3\n", ["train.free_hit_weight=0.5"], "train.free_hit_weight: complementary training weighs Medusa"),
+    ("head:\n  kind: dflash\n", ["train.free_hit_weight=0.5"], "train.free_hit_weight: complementary training weighs the loss of medusa and eagle3"),
     ("", ["decode.hybrid_nodes=100000"], "decode.hybrid_nodes: expected a value >= 0 and <= 1024 (one target forward verifies"),
 ])
 def test_recipe_mistakes_are_said_as_they_are(tmp_path, capsys, monkeypatch, text, argv, expected):

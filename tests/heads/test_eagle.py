@@ -154,6 +154,31 @@ def test_eagle3_learns_to_draft_what_the_target_writes():
     assert res.acceptance_length > 1.8, res.acceptance_length
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_eagle3_token_weights_act_as_a_softer_loss_mask(parallel):
+    """Complementary training's weights (heads/complement.py) weigh each token wherever a training-time-test
+    step predicts it: weight 0 on a token is the loss with that token out of the loss mask, weight 1 the
+    unweighted loss; the metrics stay over every token."""
+    target = tiny_target("llama", seed=1)
+    options = {"parallel_drafting": True, "parallel_tokens": 3} if parallel else {}
+    head = perturbed(hs.heads.build("eagle3", target, draft_vocab=torch.arange(0, VOCAB, 2), **options), seed=2)
+    ids = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(3))
+    batch = batch_of(ids)
+    batch["loss_mask"][0, :3] = 0  # a prompt
+    out = batch_features(target, batch, head.feature_layers)
+    settings = Eagle3Options(ttt_steps=3)
+    plain, plain_metrics = head.training_loss(out, batch, target, settings)
+    ones, _ = head.training_loss(out, {**batch, "draft_weight": torch.ones(ids.shape)}, target, settings)
+    assert_close(ones, plain, "weights of 1", dtype=torch.float32)
+    dropped = batch["loss_mask"].clone()
+    dropped[0, 5] = dropped[1, 7] = dropped[1, 8] = 0
+    weighted, metrics = head.training_loss(out, {**batch, "draft_weight": dropped.float()}, target, settings)
+    masked, _ = head.training_loss(out, {**batch, "loss_mask": dropped}, target, settings)
+    assert_close(weighted, masked, "weight 0 = out of the loss mask", dtype=torch.float32)
+    assert not torch.equal(weighted, plain)
+    assert metrics["step0_ce"] == plain_metrics["step0_ce"]  # the metrics stay unweighted
+
+
 def test_bad_input_gives_clear_errors(tmp_path):
     target = tiny_target("llama")
     with pytest.raises(ValueError, match="three target layers"):

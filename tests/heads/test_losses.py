@@ -170,3 +170,19 @@ def test_weighted_hard_loss_is_the_weighted_mean_over_positions():
     torch.testing.assert_close(half.loss, torch.nn.functional.cross_entropy(logits[3:], labels[3:]))
     torch.testing.assert_close(half.ce, plain.ce)
     torch.testing.assert_close(half.accept, plain.accept)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_weighted_soft_loss_is_the_weighted_mean_over_positions(name):
+    torch.manual_seed(0)
+    p = torch.randn(5, 7, dtype=torch.float64).softmax(-1)
+    logq = torch.randn(5, 7, dtype=torch.float64).log_softmax(-1)
+    plain = soft_draft_loss(logq, p, Objective(name, 0.5))
+    ones = soft_draft_loss(logq, p, Objective(name, 0.5), weights=torch.ones(5, dtype=torch.float64))
+    torch.testing.assert_close(ones.loss, plain.loss)
+    # Zero weight on the first two positions: the loss of the other three alone; the metrics unweighted.
+    w = torch.tensor([0.0, 0.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    half = soft_draft_loss(logq, p, Objective(name, 0.5), weights=w)
+    torch.testing.assert_close(half.loss, soft_draft_loss(logq[2:], p[2:], Objective(name, 0.5)).loss)
+    torch.testing.assert_close(half.ce, plain.ce)
+    torch.testing.assert_close(half.accept, plain.accept)
