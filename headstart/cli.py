@@ -275,12 +275,30 @@ def cmd_serve_check(args) -> int:
     return 0
 
 
+def _serve_extras(args) -> dict:
+    """vLLM's environment for --learn and --log-served, each checked (serve/server.py's learn_env, log_env)."""
+    from headstart.serve.server import learn_env, log_env
+
+    given = [name for name, value in (("--learn-dir", args.learn_dir), ("--learn-every", args.learn_every),
+                                      ("--learn-cap", args.learn_cap)) if value is not None]
+    if given and not args.learn:
+        raise HeadstartError(f"{given[0]} applies to --learn; add --learn")
+    extra = {}
+    if args.learn:
+        options = {k: v for k, v in (("every", args.learn_every), ("cap", args.learn_cap)) if v is not None}
+        extra |= learn_env(args.method, args.head, args.learn_dir, **options)
+    if args.log_served:
+        extra |= log_env(args.log_served, args.log_served_mb)
+    return extra
+
+
 def cmd_serve(args) -> int:
     from headstart.serve.server import check_before_target, prepare, serve
 
     python = check_before_target(args.host, args.port)  # before the target loads, and before anything is written
+    extra = _serve_extras(args)
     recipe = _recipe(args)
-    plan = prepare(recipe, _target(recipe), args.head, args.method, args.k)  # the target is freed before vLLM starts
+    plan = prepare(recipe, _target(recipe), args.head, args.method, args.k, extra)  # the target is freed before vLLM starts
     return serve(plan, python, host=args.host, port=args.port, eager=args.eager, max_model_len=args.max_model_len)
 
 
@@ -423,6 +441,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only; 0.0.0.0 opens it to the network)")
     s.add_argument("--eager", action="store_true", help="run vLLM eager (enforce_eager): starts sooner, decodes slower than its compiled default")
     s.add_argument("--max-model-len", type=_ranged(int, Bounds(ge=16)), default=None, help="longest prompt + answer in tokens (default: the target's)")
+    s.add_argument("--learn", action="store_true",
+                   help="corpus, hybrid: count each finished answer into the corpus table, so that later requests draft from "
+                        "earlier answers (lossless: a table only proposes; docs/serving.md#learning-from-what-is-served)")
+    s.add_argument("--learn-dir", default=None, metavar="DIR",
+                   help="where the learned table is saved and continued from (default: the cache's serve/learned/<head key>; never the head folder)")
+    s.add_argument("--learn-every", type=_ranged(int, Bounds(ge=1)), default=None, help="answers between saves of the learned table (default 100)")
+    s.add_argument("--learn-cap", type=_ranged(int, Bounds(ge=1)), default=None,
+                   help="contexts the learned table keeps, the least recently used dropped first (default 1,000,000)")
+    s.add_argument("--log-served", default=None, metavar="DIR",
+                   help="append each answered chat to DIR/served-*.jsonl as training rows (mode 0600; `headstart train ... data.train_files=[DIR/*.jsonl]`)")
+    s.add_argument("--log-served-mb", type=_ranged(int, Bounds(ge=1)), default=1024, help="size cap of DIR's logs in MiB; logging stops there, nothing is deleted (default 1024)")
     s = verb("demo", cmd_demo, "distill, train an EAGLE-3 head and measure it on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
     s.add_argument("--head", default=None, choices=["medusa", "eagle", "eagle3"], help="head kind to train (its recipe in recipes/smollm2-135m/; default eagle3)")
