@@ -189,6 +189,7 @@ class Learner:
 
     def __init__(self, table: LearningTable, folder: str | Path, every: int = DEFAULT_EVERY):
         self.table, self.folder, self.every = table, Path(folder), every
+        remove_unfinished(self.folder)
         before = marker(folder) or {}
         self.answers = int(before.get("answers", 0))  # since the folder's first start
         self.unsaved = 0
@@ -215,6 +216,29 @@ class Learner:
             print(f"headstart: could not save the learned table to {self.folder}: {e}", file=sys.stderr, flush=True)
             return
         self.unsaved = 0
+
+
+def remove_unfinished(folder: Path) -> list[Path]:
+    """Remove the temporary files of saves cut short (their process killed while writing: files.py names them
+    .<name>.<pid>-<hex>.tmp) whose process no longer runs; returns them."""
+    removed = []
+    for path in folder.glob(".*.tmp") if folder.is_dir() else []:
+        name, _, rest = path.name[1:].rpartition(".tmp")[0].rpartition(".")
+        pid = rest.split("-", 1)[0]
+        if name in (FILE_NAME, MARKER) and pid.isdigit() and not _running(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _positive(name: str, default: int) -> int:

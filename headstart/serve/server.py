@@ -54,6 +54,9 @@ from headstart.serve.worker import log_tail
 START_TIMEOUT = 1800.0
 #: seconds the process group has to end after SIGTERM before it is killed
 STOP_TIMEOUT = 30.0
+#: --learn: vLLM's --shutdown-timeout (its API server waits this long for the engine before killing it) and its
+#: workers' grace (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS, 5 s by default), in which the learned table is saved
+LEARN_SHUTDOWN_S, LEARN_WORKER_GRACE_S = 25, 20
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,8 @@ def learn_env(method: str, head_path: str | Path, learn_dir: str | Path | None =
     refusal = learn_folder_refusal(out, folder)
     if refusal:
         raise ServingError(f"--learn-dir {out} {refusal}")
-    return {LEARN_ENV: str(out.resolve()), EVERY_ENV: str(every), CAP_ENV: str(cap)}
+    grace = os.environ.get("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS") or str(LEARN_WORKER_GRACE_S)
+    return {LEARN_ENV: str(out.resolve()), EVERY_ENV: str(every), CAP_ENV: str(cap), "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": grace}
 
 
 def log_env(folder: str | Path, cap_mb: int = DEFAULT_MB) -> dict:
@@ -209,6 +213,8 @@ def vllm_command(python: Path, plan: ServePlan, host: str, port: int, eager: boo
         command += ["--max-model-len", str(max_model_len)]
     if LOG_ENV in plan.env:  # --log-served: each answered chat appended to the log (serve/served_log.py)
         command += ["--middleware", MIDDLEWARE]
+    if LEARN_ENV in plan.env:  # --learn: the worker saves the table as it shuts down; vLLM kills it at once without a grace
+        command += ["--shutdown-timeout", str(LEARN_SHUTDOWN_S)]
     return command
 
 

@@ -7,7 +7,10 @@ tests/end_to_end/test_vllm.py (test_served_answers_teach_the_table)."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -158,3 +161,19 @@ def test_a_learn_folder_is_never_the_head_folder_nor_a_table_learn_did_not_write
 def test_learning_is_off_without_the_variable(monkeypatch):
     monkeypatch.delenv(LEARN_ENV, raising=False)
     assert learner_from_env(CorpusNgram.build([[1, 2]], order=2)) is None
+
+
+def test_a_save_cut_short_leaves_a_temporary_file_the_next_start_removes(tmp_path):
+    """A killed process leaves .corpus_ngram.safetensors.<pid>-<hex>.tmp; the next learner on the folder removes
+    those of processes no longer running, and nothing else."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    folder = tmp_path / "learned"
+    folder.mkdir()
+    cut = folder / f".{FILE_NAME}.{dead.pid}-0a1b2c3d.tmp"
+    live = folder / f".{MARKER}.{os.getpid()}-0a1b2c3d.tmp"
+    other = folder / f".notes.{dead.pid}-0a1b2c3d.tmp"
+    for path in (cut, live, other):
+        path.write_bytes(b"")
+    Learner(LearningTable(2, 4), folder)
+    assert not cut.exists() and live.exists() and other.exists()

@@ -152,7 +152,9 @@ def test_learning_and_logging_reach_vllms_environment_and_command(env):
     plan = prepare(recipe, target, env["E"], "corpus", 2, {**learn, **log})
     assert plan.env[LEARN_ENV] == folder and plan.env[EVERY_ENV] == "7" and plan.env[CAP_ENV] == "1000"
     assert plan.env[LOG_ENV] == str(env["root"] / "served") and plan.env[LOG_CAP_ENV] == "5" and plan.env[ENV] == env["E"]
+    assert plan.env["VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"] == "20"  # vLLM's workers get the time to save the table
     command = vllm_command("python", plan, "127.0.0.1", 8123)
     assert command[command.index("--middleware") + 1] == "headstart.serve.served_log.LogServed"
+    assert command[command.index("--shutdown-timeout") + 1] == "25"
     assert "--middleware" not in vllm_command("python", prepare(recipe, target, env["E"], "corpus", 2), "127.0.0.1", 8123)
     assert not (env["root"] / "served").exists()
