@@ -30,6 +30,11 @@ tokens (exact, as vLLM's n-gram drafts are).
 
     HEADSTART_HYBRID=1 HEADSTART_CORPUS=runs/eagle3/final vllm serve TARGET --speculative-config \
         '{"method": "eagle3", "model": "EXPORTED_HEAD", "num_speculative_tokens": 5}'
+
+Learning (`headstart serve --learn`, serve/learn.py): with HEADSTART_LEARN set, both draft from a `LearningTable`
+(the head's table, or the learn folder's on a restart), and the plugin's runner wrapper counts each finished
+request's answer into it as vLLM's runner drops the request (`_on_request_state_removed`) and saves it when the
+runner shuts down.
 """
 
 from __future__ import annotations
