@@ -158,3 +158,16 @@ def test_learning_and_logging_reach_vllms_environment_and_command(env):
     assert command[command.index("--shutdown-timeout") + 1] == "25"
     assert "--middleware" not in vllm_command("python", prepare(recipe, target, env["E"], "corpus", 2), "127.0.0.1", 8123)
     assert not (env["root"] / "served").exists()
+
+
+def test_the_help_states_the_defaults_the_modules_use(capsys):
+    """The CLI does not import serve/learn.py (torch) to build its parser: its help repeats the defaults, checked here."""
+    from headstart.cli import build_parser
+    from headstart.serve.learn import DEFAULT_CAP, DEFAULT_EVERY
+    from headstart.serve.served_log import DEFAULT_MB
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"(default {DEFAULT_EVERY})" in out and f"(default {DEFAULT_CAP:,})" in out and f"(default {DEFAULT_MB})" in out
+    assert build_parser().parse_args(["serve", "r.yaml", "--head", "h"]).log_served_mb == DEFAULT_MB
