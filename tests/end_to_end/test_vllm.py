@@ -589,7 +589,8 @@ def ask_twice_or_once(url: str, model: str, times: int) -> list[dict]:
 def learned_served(tmp_path_factory, smol_tokenizer):
     """`headstart serve --method corpus` on a head whose table knows nothing of PROMPTS[0]'s answer, three starts one
     after the other: without --learn (asked twice), with --learn --learn-every 1 --log-served (asked twice), and
-    with --learn again on the same learn folder, saving only at shutdown (asked once)."""
+    with --learn again on the same learn folder, saving only at shutdown (asked once); then the (untrained) head
+    as headstart's hybrid with --learn (asked twice)."""
     from headstart.serve.load import free_port, started_server
 
     require_vllm()
@@ -602,15 +603,16 @@ def learned_served(tmp_path_factory, smol_tokenizer):
     recipe = write_recipe(tmp / "recipe", tmp / "target")
     env = {"HEADSTART_CACHE": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}
     learn = ["--learn", "--learn-dir", str(tmp / "learned")]
-    starts = {"frozen": ([], 2), "learn": ([*learn, "--learn-every", "1", "--log-served", str(tmp / "served")], 2), "restart": (learn, 1)}
+    starts = {"frozen": ("corpus", [], 2), "learn": ("corpus", [*learn, "--learn-every", "1", "--log-served", str(tmp / "served")], 2),
+              "restart": ("corpus", learn, 1), "hybrid": ("hybrid", ["--learn", "--learn-dir", str(tmp / "learned-hybrid")], 2)}
     runs, saved = {}, {}
-    for name, (extra, times) in starts.items():
-        argv = [str(recipe), "--head", str(tmp / "head"), "--method", "corpus", "--k", str(K), "--eager", *extra]
+    for name, (method, extra, times) in starts.items():
+        argv = [str(recipe), "--head", str(tmp / "head"), "--method", method, "--k", str(K), "--eager", *extra]
         with started_server(argv, free_port(), tmp / f"serve-{name}", env=env, timeout=900) as server:
             runs[name] = ask_twice_or_once(server.url, server.model, times)
         assert server.code == 0, server.stderr[-3000:]
         runs[name + "-server"] = server
-        learned = tmp / "learned" / "learned.json"
+        learned = tmp / ("learned-hybrid" if method == "hybrid" else "learned") / "learned.json"
         saved[name] = json.loads(learned.read_text()) if learned.is_file() else None
     return {"runs": runs, "saved": saved, "reference": reference, "tmp": tmp}
 
@@ -636,3 +638,13 @@ def test_served_answers_teach_the_table(learned_served):
     assert [r["messages"] for r in rows] == [[{"role": "user", "content": PROMPTS[0]}, {"role": "assistant", "content": a["text"]}]
                                              for a in learn]
     assert all(r["answer_token_ids"] == s["reference"] for r in rows)
+
+
+@pytest.mark.vllm
+def test_the_hybrid_learns_too(learned_served):
+    """The hybrid plugin drafts from the same learning table: its second request accepts more than its first (the
+    untrained head's drafts accept next to nothing), with the target's greedy answer both times."""
+    hybrid = learned_served["runs"]["hybrid"]
+    assert [a["ids"] for a in hybrid] == [learned_served["reference"]] * 2
+    assert hybrid[1]["accepted"] > hybrid[0]["accepted"] and hybrid[1]["accepted"] >= NEW // 2, hybrid
+    assert learned_served["saved"]["hybrid"]["answers"] == 2
