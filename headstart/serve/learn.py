@@ -96,9 +96,9 @@ class LearningTable(CorpusNgram):
             return
         answer = CorpusNgram.build([tokens], self.order, top_k=len(tokens))  # every successor, counted
         for ctx, totals, starts, nxt, cnt in answer.tables:
-            tokens_, counts, bounds = nxt.tolist(), cnt.tolist(), starts.tolist()
+            following, counts, bounds = nxt.tolist(), cnt.tolist(), starts.tolist()
             for c, total, a, b in zip(ctx.tolist(), totals.tolist(), bounds[:-1], bounds[1:]):
-                self.add(tuple(c), total, zip(tokens_[a:b], counts[a:b]))
+                self.add(tuple(c), total, zip(following[a:b], counts[a:b]))
         self.trim()
 
     def add(self, context: tuple[int, ...], occurrences: int, successors) -> None:
