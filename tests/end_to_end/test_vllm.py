@@ -32,7 +32,7 @@ from headstart.heads.eagle3 import Eagle3Options
 from headstart.heads.export import export
 from headstart.serve.check import agreement, compare, headstart_side
 from headstart.serve.job import ServingError, corpus_env, head_speculative_config, run_vllm, vllm_job, vllm_python
-from headstart.serve.prediction import along_text_acceptance, hybrid_along_text_counts
+from headstart.serve.prediction import along_text_acceptance, hybrid_along_text_counts, learning_counts
 from headstart.serve.proposer import HYBRID_ENV, along_text_counts
 from headstart.target import Target
 from tests.helpers import batch_of, fit_head
@@ -614,7 +614,8 @@ def learned_served(tmp_path_factory, smol_tokenizer):
         runs[name + "-server"] = server
         learned = tmp / ("learned-hybrid" if method == "hybrid" else "learned") / "learned.json"
         saved[name] = json.loads(learned.read_text()) if learned.is_file() else None
-    return {"runs": runs, "saved": saved, "reference": reference, "tmp": tmp}
+    return {"runs": runs, "saved": saved, "reference": reference, "tmp": tmp, "prompt": prompt.tolist(),
+            "corpus": CorpusNgram.load(tmp / "head")}
 
 
 @pytest.mark.vllm
@@ -632,6 +633,11 @@ def test_served_answers_teach_the_table(learned_served):
     assert learn[0]["accepted"] == frozen[0]["accepted"], counts  # nothing learnt before the first answer
     assert learn[1]["accepted"] > frozen[1]["accepted"] and learn[1]["accepted"] >= NEW // 2, counts
     assert restart[0]["accepted"] == learn[1]["accepted"], counts  # continued from the saved table
+    # headstart's prediction for a learning table (serve/prediction.py, what scripts/bench_learn.py reports): the same
+    # draft steps; vLLM also counts drafts accepted past max_tokens in a request's last step (k at most)
+    predicted = learning_counts(s["corpus"], [s["prompt"]] * 2, [s["reference"]] * 2, K)
+    assert [a["drafts"] for a in learn] == [p["drafts"] for p in predicted], (counts, predicted)
+    assert all(p["accepted"] <= a["accepted"] <= p["accepted"] + K for a, p in zip(learn, predicted)), (counts, predicted)
     assert s["saved"]["frozen"] is None and s["saved"]["learn"]["answers"] == 2 and s["saved"]["restart"]["answers"] == 3
     assert "learns:  each finished answer" in s["runs"]["learn-server"].stdout
     rows = [json.loads(line) for f in sorted((s["tmp"] / "served").glob("served-*.jsonl")) for line in f.read_text().splitlines()]
