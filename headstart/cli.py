@@ -1,4 +1,4 @@
-"""`headstart distill | features | self-instruct | train | eval | generate | tune-tree | export | serve-check | serve | demo`: each verb takes a recipe and dotted overrides.
+"""`headstart distill | features | self-instruct | train | eval | generate | tune-tree | export | serve-check | serve | promote | demo`: each verb takes a recipe and dotted overrides.
 
     headstart train recipes/smollm2-135m/medusa.yaml train.lr=3e-4 train.max_minutes=5
 
@@ -275,13 +275,48 @@ def cmd_serve_check(args) -> int:
     return 0
 
 
+def _serve_extras(args) -> dict:
+    """vLLM's environment for --learn and --log-served, each checked (serve/server.py's learn_env, log_env)."""
+    from headstart.serve.server import learn_env, log_env
+
+    given = [name for name, value in (("--learn-dir", args.learn_dir), ("--learn-every", args.learn_every),
+                                      ("--learn-cap", args.learn_cap)) if value is not None]
+    if given and not args.learn:
+        raise HeadstartError(f"{given[0]} applies to --learn; add --learn")
+    extra = {}
+    if args.learn:
+        options = {k: v for k, v in (("every", args.learn_every), ("cap", args.learn_cap)) if v is not None}
+        extra |= learn_env(args.method, args.head, args.learn_dir, **options)
+    if args.log_served:
+        extra |= log_env(args.log_served, args.log_served_mb)
+    return extra
+
+
 def cmd_serve(args) -> int:
     from headstart.serve.server import check_before_target, prepare, serve
 
     python = check_before_target(args.host, args.port)  # before the target loads, and before anything is written
+    extra = _serve_extras(args)
     recipe = _recipe(args)
-    plan = prepare(recipe, _target(recipe), args.head, args.method, args.k)  # the target is freed before vLLM starts
+    plan = prepare(recipe, _target(recipe), args.head, args.method, args.k, extra)  # the target is freed before vLLM starts
     return serve(plan, python, host=args.host, port=args.port, eager=args.eager, max_model_len=args.max_model_len)
+
+
+def cmd_promote(args) -> int:
+    from headstart.files import write_json
+    from headstart.serve.promote import PromoteError, format_promotion, logged_rows, promote, promote_refusal
+
+    refusal = promote_refusal(Path(args.head), Path(args.over))  # before the target loads
+    if refusal:
+        raise PromoteError(refusal)
+    logged_rows(args.prompts, args.num_prompts)
+    recipe = _recipe(args)
+    report = promote(_target(recipe), args.head, args.over, args.prompts, k=args.k, margin=args.margin, num_prompts=args.num_prompts)
+    print(format_promotion(report))
+    if args.out:
+        write_json(args.out, report)
+        print(f"results: {args.out}")
+    return 0
 
 
 def cmd_demo(args) -> int:
@@ -423,6 +458,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only; 0.0.0.0 opens it to the network)")
     s.add_argument("--eager", action="store_true", help="run vLLM eager (enforce_eager): starts sooner, decodes slower than its compiled default")
     s.add_argument("--max-model-len", type=_ranged(int, Bounds(ge=16)), default=None, help="longest prompt + answer in tokens (default: the target's)")
+    s.add_argument("--learn", action="store_true",
+                   help="corpus, hybrid: count each finished answer into the corpus table, so that later requests draft from "
+                        "earlier answers (lossless: a table only proposes; docs/serving.md#learning-from-what-is-served)")
+    s.add_argument("--learn-dir", default=None, metavar="DIR",
+                   help="where the learned table is saved and continued from (default: the cache's serve/learned/<head key>; never the head folder)")
+    s.add_argument("--learn-every", type=_ranged(int, Bounds(ge=1)), default=None, help="answers between saves of the learned table (default 100)")
+    s.add_argument("--learn-cap", type=_ranged(int, Bounds(ge=1)), default=None,
+                   help="contexts the learned table keeps, the least recently used dropped first (default 1,000,000)")
+    s.add_argument("--log-served", default=None, metavar="DIR",
+                   help="append each answered chat to DIR/served-*.jsonl as training rows (mode 0600; `headstart train ... data.train_files=[DIR/*.jsonl]`)")
+    s.add_argument("--log-served-mb", type=_ranged(int, Bounds(ge=1)), default=1024, help="size cap of DIR's logs in MiB; logging stops there, nothing is deleted (default 1024)")
+    s = verb("promote", cmd_promote, "swap the served head folder for a new head only if it drafts better on logged traffic (the old one kept)")
+    s.add_argument("--head", required=True, metavar="NEW", help="the new head folder (left as it is; copied into --over when promoted)")
+    s.add_argument("--over", required=True, metavar="OLD", help="the served head folder; when the new head wins it is renamed OLD.prev-<UTC time>, never deleted")
+    s.add_argument("--prompts", required=True, metavar="DIR_OR_FILE", help="a --log-served folder (its served-*.jsonl) or a JSONL file of chats ending with the answer")
+    s.add_argument("--num-prompts", type=_ranged(int, Bounds(ge=1)), default=200, help="the newest logged chats compared (default 200; hold them out of the new head's training)")
+    s.add_argument("--margin", type=_ranged(float, Bounds(ge=0.0, le=10.0)), default=0.02, help="relative gain in mean acceptance length the new head needs (default 0.02: 2%%)")
+    s.add_argument("--k", type=_ranged(int, Bounds(ge=1, le=MAX_DEPTH, why=DEPTH_WHY)), default=3, help="draft tokens per step, a chain (as served)")
+    s.add_argument("--out", default=None, help="JSON report path")
     s = verb("demo", cmd_demo, "distill, train an EAGLE-3 head and measure it on the embedded SmolLM2", recipe_required=False)
     s.add_argument("--quick", action="store_true", help="a tiny run (minutes) to check the whole path")
     s.add_argument("--head", default=None, choices=["medusa", "eagle", "eagle3"], help="head kind to train (its recipe in recipes/smollm2-135m/; default eagle3)")

@@ -257,10 +257,16 @@ def test_serving_is_imported_from_above_only():
 
 def test_vllm_environment_imports_only_the_decode_tables():
     """What vLLM's environment imports of headstart (its own transformers, no headstart dependency installed):
-    the engine runner nothing, the proposer and plugin only decode's lookup and corpus modules (and what they import)."""
+    the engine runner nothing, the proposer and plugin only decode's lookup and corpus modules (and what they import)
+    and the learning table (serve/learn.py, on the corpus module and what it imports); the served-chat log
+    (vLLM's middleware) nothing."""
     files = module_files()
     assert imported_modules(files["headstart.serve.engine"], set(files)) == set()
-    assert imported_modules(files["headstart.serve.proposer"], set(files)) == {"headstart.decode.corpus", "headstart.decode.lookup"}
+    assert imported_modules(files["headstart.serve.served_log"], set(files)) == set()
+    assert imported_modules(files["headstart.serve.proposer"], set(files)) == {"headstart.decode.corpus", "headstart.decode.lookup",
+                                                                               "headstart.serve.learn"}
+    corpus = imported_modules(files["headstart.decode.corpus"], set(files))
+    assert imported_modules(files["headstart.serve.learn"], set(files)) <= {"headstart.decode.corpus", *corpus}
 
 
 def test_loading_a_medusa2_head_runs_no_training_code(tmp_path):

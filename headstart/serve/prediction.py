@@ -147,3 +147,21 @@ def hybrid_along_text_counts(target, head, corpus, prompts: list[list[int]], tex
         return text, ext, chain_after
 
     return count_chains((walk(p, t) for p, t in zip(prompts, texts, strict=True)), k)
+
+
+def learning_counts(corpus, prompts: list[list[int]], texts: list[list[int]], k: int, learn: bool = True,
+                    cap: int | None = None) -> list[dict]:
+    """What vLLM's counters read, request by request, for headstart's corpus proposer answering these prompts one
+    after the other with these texts (greedy): with the table frozen (`learn=False`), or learning as
+    `headstart serve --learn` does (serve/learn.py: each text counted once it is answered, before the next
+    request drafts). `corpus`: the head's table, or None for an empty one; `cap`: the learning table's."""
+    from headstart.serve.learn import DEFAULT_CAP, LearningTable
+    from headstart.serve.proposer import along_text_counts
+
+    table = LearningTable.of(corpus, cap or DEFAULT_CAP) if corpus is not None else LearningTable(4, 4, cap or DEFAULT_CAP)
+    out = []
+    for prompt, text in zip(prompts, texts, strict=True):
+        out.append(along_text_counts(table if learn else corpus or table, [prompt], [text], k))
+        if learn:
+            table.count(text)
+    return out

@@ -30,6 +30,11 @@ tokens (exact, as vLLM's n-gram drafts are).
 
     HEADSTART_HYBRID=1 HEADSTART_CORPUS=runs/eagle3/final vllm serve TARGET --speculative-config \
         '{"method": "eagle3", "model": "EXPORTED_HEAD", "num_speculative_tokens": 5}'
+
+Learning (`headstart serve --learn`, serve/learn.py): with HEADSTART_LEARN set, both draft from a `LearningTable`
+(the head's table, or the learn folder's on a restart), and the plugin's runner wrapper counts each finished
+request's answer into it as vLLM's runner drops the request (`_on_request_state_removed`) and saves it when the
+runner shuts down.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import sys
 
 from headstart.decode.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
 from headstart.decode.lookup import NgramIndex, common_prefix
+from headstart.serve.learn import Learner, learner_from_env
 
 ENV = "HEADSTART_CORPUS"
 HYBRID_ENV = "HEADSTART_HYBRID"
@@ -139,7 +145,8 @@ class CorpusProposer:
         corpus = corpus_from_env()
         if corpus is None:
             raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {os.environ.get(ENV)!r})")
-        self.corpus = corpus
+        self.learner = learner_from_env(corpus)  # HEADSTART_LEARN: the table counts finished answers (serve/learn.py)
+        self.corpus = self.learner.table if self.learner else corpus
         self.indexes = RowIndexes()
 
     def load_model(self, *args, **kwargs) -> None:
@@ -186,8 +193,9 @@ class HybridDrafts:
     """One vLLM model runner's hybrid drafting (see the module doc): set up by `install`'s runner
     wrapper when HEADSTART_HYBRID=1 at the runner's creation and the engine drafts with an EAGLE head."""
 
-    def __init__(self, runner, corpus: CorpusNgram | None):
-        self.runner, self.corpus = runner, corpus
+    def __init__(self, runner, corpus: CorpusNgram | None, learner: Learner | None = None):
+        self.runner, self.learner = runner, learner
+        self.corpus = learner.table if learner else corpus
         self.k = runner.speculative_config.num_speculative_tokens
         self.indexes = RowIndexes()
         drafter = runner.drafter
@@ -226,7 +234,13 @@ def _hybrid_for(runner) -> HybridDrafts | None:
     corpus = corpus_from_env()
     print(f"headstart: hybrid drafting, k = {spec.num_speculative_tokens}, corpus table {os.environ.get(ENV) or 'none'}",
           file=sys.stderr, flush=True)
-    return HybridDrafts(runner, corpus)
+    return HybridDrafts(runner, corpus, learner_from_env(corpus))
+
+
+def runner_learner(runner) -> Learner | None:
+    """The learner of a model runner's drafts (`headstart serve --learn`): its hybrid's or its corpus proposer's."""
+    hybrid = getattr(runner, "headstart_hybrid", None)
+    return hybrid.learner if hybrid is not None else getattr(getattr(runner, "drafter", None), "learner", None)
 
 
 def install() -> None:
@@ -240,6 +254,7 @@ def install() -> None:
     if getattr(GPUModelRunner.propose_draft_token_ids, "headstart", False):
         return
     create, propose = GPUModelRunner.__init__, GPUModelRunner.propose_draft_token_ids
+    removed, shutdown = GPUModelRunner._on_request_state_removed, GPUModelRunner.shutdown
 
     def __init__(self, *args, **kwargs):
         create(self, *args, **kwargs)
@@ -254,5 +269,18 @@ def install() -> None:
         self._draft_probs = self._draft_prob_req_ids = None  # fixed tokens to vLLM's rejection sampler
         return hybrid.chains(sampled_token_ids.cpu(), drafts.cpu())  # lists, as vLLM's n-gram proposer returns
 
+    def _on_request_state_removed(self, req_id, req_state):  # a finished request leaves the runner: learn its answer
+        learner = runner_learner(self)
+        if learner is not None and req_state is not None:
+            learner.learn(req_state.output_token_ids)
+        return removed(self, req_id, req_state)
+
+    def shutdown_and_save(self):
+        learner = runner_learner(self)
+        if learner is not None:
+            learner.save()
+        return shutdown(self)
+
     __init__.headstart = propose_draft_token_ids.headstart = True
     GPUModelRunner.__init__, GPUModelRunner.propose_draft_token_ids = __init__, propose_draft_token_ids
+    GPUModelRunner._on_request_state_removed, GPUModelRunner.shutdown = _on_request_state_removed, shutdown_and_save

@@ -9,6 +9,10 @@ OpenAI-compatible server started from the serving environment in a process group
 the URL printed; Ctrl-C or SIGTERM stops the whole group). What the methods serve is job.py's `METHODS`,
 and their engines are serve-check's (`method_engine`): the same speculative configs and environment.
 Every refusal comes before vLLM starts and before anything is written.
+
+Opt-in: `--learn` (corpus and hybrid) lets the corpus table count each finished answer (serve/learn.py), kept in
+a learn folder (`learn_env`: --learn-dir, else the cache's serve/learned/<the head's key>, never the head folder);
+`--log-served DIR` appends each answered chat to DIR as training rows (serve/served_log.py, `log_env`).
 """
 
 from __future__ import annotations
@@ -41,12 +45,18 @@ from headstart.serve.job import (
     uses_corpus,
     vllm_python,
 )
+from headstart.serve.learn import CAP_ENV, DEFAULT_CAP, DEFAULT_EVERY, EVERY_ENV, LEARN_ENV, learn_folder_refusal
+from headstart.serve.served_log import CAP_ENV as LOG_CAP_ENV
+from headstart.serve.served_log import DEFAULT_MB, LOG_ENV, MIDDLEWARE
 from headstart.serve.worker import log_tail
 
 #: seconds vLLM may take to answer /v1/models (a first compiled start of a large target takes minutes)
 START_TIMEOUT = 1800.0
 #: seconds the process group has to end after SIGTERM before it is killed
 STOP_TIMEOUT = 30.0
+#: --learn: vLLM's --shutdown-timeout (its API server waits this long for the engine before killing it) and its
+#: workers' grace (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS, 5 s by default), in which the learned table is saved
+LEARN_SHUTDOWN_S, LEARN_WORKER_GRACE_S = 25, 20
 
 
 @dataclass(frozen=True)
@@ -127,8 +137,53 @@ def cached_export(folder: Path, target, layout: str) -> tuple[Path, bool]:
     return export(folder, target, out, layout, dtype=target.dtype), False
 
 
-def prepare(recipe, target, head_path: str | Path, method: str, k: int) -> ServePlan:
-    """Load the head against the target, check it can serve `method` with k drafts, export it (cached)."""
+def learned_key(folder: Path) -> str:
+    """The key of a head's default learn folder: its config.json (which records its weights' SHA-256) and its
+    corpus table's bytes, so that another head, or the same head with another table, starts its own."""
+    from headstart.decode.corpus import FILE_NAME
+    from headstart.files import sha256_file
+    from headstart.heads.checkpoint import CONFIG_NAME
+
+    table = folder / FILE_NAME
+    parts = [(folder / CONFIG_NAME).read_bytes(), sha256_file(table).encode() if table.is_file() else b""]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
+
+
+def learn_env(method: str, head_path: str | Path, learn_dir: str | Path | None = None, every: int = DEFAULT_EVERY,
+              cap: int = DEFAULT_CAP) -> dict:
+    """vLLM's environment for `--learn` (serve/learn.py): the learn folder (`learn_dir`, else the cache's
+    serve/learned/<learned_key>), answers between saves and the cap on contexts; a ServingError for a method
+    that drafts from no table or a folder that cannot be one (`learn_folder_refusal`). Writes nothing."""
+    from headstart.heads.checkpoint import CONFIG_NAME, resolve_folder
+
+    if method not in ("corpus", "hybrid"):
+        raise ServingError(f"--learn: --method {method} drafts from no corpus table; serve --method corpus or hybrid")
+    folder = resolve_folder(head_path)
+    if not (folder / CONFIG_NAME).is_file():
+        raise ServingError(f"--head {head_path}: no {CONFIG_NAME}; give the folder a head was saved to")
+    out = Path(learn_dir).expanduser() if learn_dir else cache_dir() / "serve" / "learned" / learned_key(folder)
+    refusal = learn_folder_refusal(out, folder)
+    if refusal:
+        raise ServingError(f"--learn-dir {out} {refusal}")
+    grace = os.environ.get("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS") or str(LEARN_WORKER_GRACE_S)
+    return {LEARN_ENV: str(out.resolve()), EVERY_ENV: str(every), CAP_ENV: str(cap), "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": grace}
+
+
+def log_env(folder: str | Path, cap_mb: int = DEFAULT_MB) -> dict:
+    """vLLM's environment for `--log-served DIR` (serve/served_log.py); a ServingError when DIR is a file or
+    cannot be written. Writes nothing."""
+    path = Path(folder).expanduser().resolve()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if path.exists() and not path.is_dir():
+        raise ServingError(f"--log-served {folder} is a file; give a folder (created if missing)")
+    if existing is None or not os.access(existing, os.W_OK | os.X_OK):
+        raise ServingError(f"--log-served {folder}: {existing} cannot be written; give a folder you can write")
+    return {LOG_ENV: str(path), LOG_CAP_ENV: str(cap_mb)}
+
+
+def prepare(recipe, target, head_path: str | Path, method: str, k: int, extra_env: dict | None = None) -> ServePlan:
+    """Load the head against the target, check it can serve `method` with k drafts, export it (cached).
+    `extra_env`: `learn_env`'s and `log_env`'s variables, added to vLLM's environment."""
     from headstart.heads.checkpoint import load_heads, resolve_folder
 
     folder = resolve_folder(head_path)
@@ -136,7 +191,7 @@ def prepare(recipe, target, head_path: str | Path, method: str, k: int) -> Serve
     layout, vllm_method = check_method(head, method, k)
     export, reused = cached_export(folder, target, layout) if layout else (None, False)
     engine = method_engine(method, head, vllm_method, export, k)
-    env = {**(corpus_env(folder) if uses_corpus(engine) else {}), **engine.get("env", {})}
+    env = {**(corpus_env(folder) if uses_corpus(engine) else {}), **engine.get("env", {}), **(extra_env or {})}
     return ServePlan(model=model_folder(recipe.target.name_or_path), name=target.name, dtype=str(target.dtype).removeprefix("torch."),
                      method=method, k=k, engine=engine, env=env, export=export, reused=reused)
 
@@ -156,6 +211,10 @@ def vllm_command(python: Path, plan: ServePlan, host: str, port: int, eager: boo
         command.append("--enforce-eager")
     if max_model_len:
         command += ["--max-model-len", str(max_model_len)]
+    if LOG_ENV in plan.env:  # --log-served: each answered chat appended to the log (serve/served_log.py)
+        command += ["--middleware", MIDDLEWARE]
+    if LEARN_ENV in plan.env:  # --learn: the worker saves the table as it shuts down; vLLM kills it at once without a grace
+        command += ["--shutdown-timeout", str(LEARN_SHUTDOWN_S)]
     return command
 
 
@@ -273,6 +332,10 @@ def banner(plan: ServePlan, url: str, seconds: float, log: Path) -> str:
         f"  method:  {plan.method}{drafts}: {METHODS[plan.method]}",
         f"  try:     {curl_line(url, plan.name)}",
         f"  metrics: {url}/metrics (vllm:spec_decode_* counts drafts and accepted tokens)",
+        *([f"  learns:  each finished answer counted into the corpus table, saved to {plan.env[LEARN_ENV]} every "
+           f"{plan.env[EVERY_ENV]} answers and at shutdown (cap {plan.env[CAP_ENV]} contexts)"] if LEARN_ENV in plan.env else []),
+        *([f"  logs:    each answered chat appended to {plan.env[LOG_ENV]}/served-*.jsonl (mode 0600, "
+           f"{plan.env[LOG_CAP_ENV]} MiB at most)"] if LOG_ENV in plan.env else []),
         f"  vLLM's log: {log}",
         "Ctrl-C (or SIGTERM) stops it.",
     ])

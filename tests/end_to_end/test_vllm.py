@@ -32,7 +32,7 @@ from headstart.heads.eagle3 import Eagle3Options
 from headstart.heads.export import export
 from headstart.serve.check import agreement, compare, headstart_side
 from headstart.serve.job import ServingError, corpus_env, head_speculative_config, run_vllm, vllm_job, vllm_python
-from headstart.serve.prediction import along_text_acceptance, hybrid_along_text_counts
+from headstart.serve.prediction import along_text_acceptance, hybrid_along_text_counts, learning_counts
 from headstart.serve.proposer import HYBRID_ENV, along_text_counts
 from headstart.target import Target
 from tests.helpers import batch_of, fit_head
@@ -565,3 +565,92 @@ def test_serve_prints_how_to_reach_it_and_stops_its_whole_process_group(openai_s
     runs = openai_served["runs"]
     assert "export written to" in runs["head"]["server"].stdout and "export reused from" in runs["hybrid"]["server"].stdout
     assert "export" not in runs["corpus"]["server"].stdout.split("\n")[0]  # the corpus proposer serves no export
+
+
+# ---------------------------------------------------------------- `headstart serve --learn`: drafts that learn
+
+
+def ask_twice_or_once(url: str, model: str, times: int) -> list[dict]:
+    """PROMPTS[0] asked `times` times, one request at a time: each answer's ids and text, and the server's
+    speculative-decoding counts that request added (from /metrics)."""
+    from headstart.serve.load import ask_chat
+    from headstart.serve.server import served_counts
+
+    out, before = [], served_counts(url)
+    for _ in range(times):
+        answer = ask_chat(url, model, PROMPTS[0], NEW, ignore_eos=True)
+        after = served_counts(url)
+        out.append({**answer, **{k: after[k] - before[k] for k in ("drafts", "draft_tokens", "accepted")}})
+        before = after
+    return out
+
+
+@pytest.fixture(scope="module")
+def learned_served(tmp_path_factory, smol_tokenizer):
+    """`headstart serve --method corpus` on a head whose table knows nothing of PROMPTS[0]'s answer, three starts one
+    after the other: without --learn (asked twice), with --learn --learn-every 1 --log-served (asked twice), and
+    with --learn again on the same learn folder, saving only at shutdown (asked once); then the (untrained) head
+    as headstart's hybrid with --learn (asked twice)."""
+    from headstart.serve.load import free_port, started_server
+
+    require_vllm()
+    tmp = tmp_path_factory.mktemp("vllm-learn")
+    target = tiny_llama(tmp / "target", smol_tokenizer)
+    prompt = encode_chat(smol_tokenizer, [{"role": "user", "content": PROMPTS[0]}])[0]
+    reference = greedy_generate(target, prompt[None], NEW, eos_token_id=[]).sequences[0, len(prompt):].tolist()
+    save_heads(hs.heads.build("eagle3", target), tmp / "head", target)
+    CorpusNgram.build([[5, 6, 7, 8, 9]], order=3).save(tmp / "head")
+    recipe = write_recipe(tmp / "recipe", tmp / "target")
+    env = {"HEADSTART_CACHE": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}
+    learn = ["--learn", "--learn-dir", str(tmp / "learned")]
+    starts = {"frozen": ("corpus", [], 2), "learn": ("corpus", [*learn, "--learn-every", "1", "--log-served", str(tmp / "served")], 2),
+              "restart": ("corpus", learn, 1), "hybrid": ("hybrid", ["--learn", "--learn-dir", str(tmp / "learned-hybrid")], 2)}
+    runs, saved = {}, {}
+    for name, (method, extra, times) in starts.items():
+        argv = [str(recipe), "--head", str(tmp / "head"), "--method", method, "--k", str(K), "--eager", *extra]
+        with started_server(argv, free_port(), tmp / f"serve-{name}", env=env, timeout=900) as server:
+            runs[name] = ask_twice_or_once(server.url, server.model, times)
+        assert server.code == 0, server.stderr[-3000:]
+        runs[name + "-server"] = server
+        learned = tmp / ("learned-hybrid" if method == "hybrid" else "learned") / "learned.json"
+        saved[name] = json.loads(learned.read_text()) if learned.is_file() else None
+    return {"runs": runs, "saved": saved, "reference": reference, "tmp": tmp, "prompt": prompt.tolist(),
+            "corpus": CorpusNgram.load(tmp / "head")}
+
+
+@pytest.mark.vllm
+def test_served_answers_teach_the_table(learned_served):
+    """With --learn the second request drafts from the first one's answer (vLLM's own counters: more accepted than
+    the same request without --learn, where nothing changes between the two), the table is saved (every answer
+    with --learn-every 1, at shutdown by default) and a restart drafts from it at once; every answer is the target's
+    greedy one (lossless); the log holds both chats as training rows."""
+    s = learned_served
+    frozen, learn, restart = (s["runs"][name] for name in ("frozen", "learn", "restart"))
+    for answer in [*frozen, *learn, *restart]:
+        assert answer["ids"] == s["reference"]
+    counts = {name: [(a["accepted"], a["drafts"]) for a in s["runs"][name]] for name in ("frozen", "learn", "restart")}
+    assert frozen[0]["accepted"] == frozen[1]["accepted"], counts  # frozen: the same request drafts the same
+    assert learn[0]["accepted"] == frozen[0]["accepted"], counts  # nothing learnt before the first answer
+    assert learn[1]["accepted"] > frozen[1]["accepted"] and learn[1]["accepted"] >= NEW // 2, counts
+    assert restart[0]["accepted"] == learn[1]["accepted"], counts  # continued from the saved table
+    # headstart's prediction for a learning table (serve/prediction.py, what scripts/bench_learn.py reports): the same
+    # draft steps; vLLM also counts drafts accepted past max_tokens in a request's last step (k at most)
+    predicted = learning_counts(s["corpus"], [s["prompt"]] * 2, [s["reference"]] * 2, K)
+    assert [a["drafts"] for a in learn] == [p["drafts"] for p in predicted], (counts, predicted)
+    assert all(p["accepted"] <= a["accepted"] <= p["accepted"] + K for a, p in zip(learn, predicted)), (counts, predicted)
+    assert s["saved"]["frozen"] is None and s["saved"]["learn"]["answers"] == 2 and s["saved"]["restart"]["answers"] == 3
+    assert "learns:  each finished answer" in s["runs"]["learn-server"].stdout
+    rows = [json.loads(line) for f in sorted((s["tmp"] / "served").glob("served-*.jsonl")) for line in f.read_text().splitlines()]
+    assert [r["messages"] for r in rows] == [[{"role": "user", "content": PROMPTS[0]}, {"role": "assistant", "content": a["text"]}]
+                                             for a in learn]
+    assert all(r["answer_token_ids"] == s["reference"] for r in rows)
+
+
+@pytest.mark.vllm
+def test_the_hybrid_learns_too(learned_served):
+    """The hybrid plugin drafts from the same learning table: its second request accepts more than its first (the
+    untrained head's drafts accept next to nothing), with the target's greedy answer both times."""
+    hybrid = learned_served["runs"]["hybrid"]
+    assert [a["ids"] for a in hybrid] == [learned_served["reference"]] * 2
+    assert hybrid[1]["accepted"] > hybrid[0]["accepted"] and hybrid[1]["accepted"] >= NEW // 2, hybrid
+    assert learned_served["saved"]["hybrid"]["answers"] == 2

@@ -10,10 +10,12 @@ import torch
 
 import headstart as hs
 from headstart.decode.contract import DraftState, Proposal
+from headstart.decode.corpus import CorpusNgram
 from headstart.decode.plain import greedy_generate
 from headstart.heads.eagle3 import Eagle3Options
 from headstart.serve.check import headstart_side
-from headstart.serve.prediction import along_text_acceptance, along_text_steps
+from headstart.serve.prediction import along_text_acceptance, along_text_steps, learning_counts
+from headstart.serve.proposer import along_text_counts
 from tests.helpers import batch_of, fit_head, tiny_target
 
 K = 3
@@ -73,3 +75,17 @@ def test_along_own_text_equals_loop_in_float32(kind, one_thread):
     assert 0 < loop["accepted"] < loop["draft_tokens"], loop  # accepts some drafts, not all
     along = along_text_acceptance(target, head, prompts, texts, K)
     assert along == loop
+
+
+def test_learning_counts_accept_what_earlier_answers_wrote():
+    """The corpus proposer along a stream of requests: frozen, each request counts as it does alone; learning,
+    a repeated answer is drafted from its first occurrence (more accepted), and the first request is unchanged."""
+    corpus = CorpusNgram.build([[1, 2, 3, 4]], order=3)
+    answer = [50, 51, 52, 53, 54, 55, 56, 57, 58, 59]
+    prompts, texts = [[9, 8], [7, 6]], [answer, answer]
+    frozen = learning_counts(corpus, prompts, texts, 3, learn=False)
+    learnt = learning_counts(corpus, prompts, texts, 3)
+    assert frozen == [along_text_counts(corpus, [p], [t], 3) for p, t in zip(prompts, texts)]
+    assert learnt[0] == frozen[0] and frozen[1]["accepted"] == 0
+    assert learnt[1]["accepted"] == 7 and learnt[1]["drafts"] == 3  # 3 + 3 + 1 (the text ends), each with its bonus
+    assert learning_counts(None, prompts, texts, 3)[1]["accepted"] == 7  # from an empty table too

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,8 +18,11 @@ import yaml
 import headstart as hs
 from headstart.decode.corpus import CorpusNgram
 from headstart.recipe import load_recipe
+from headstart.serve.learn import CAP_ENV, EVERY_ENV, LEARN_ENV
 from headstart.serve.proposer import ENV, HYBRID_ENV
-from headstart.serve.server import local_url, prepare, vllm_command
+from headstart.serve.served_log import CAP_ENV as LOG_CAP_ENV
+from headstart.serve.served_log import LOG_ENV
+from headstart.serve.server import learn_env, local_url, log_env, prepare, vllm_command
 from headstart.target import Target
 from tests.helpers import assert_one_error_line, run_cli, snapshot, tiny_config
 
@@ -42,8 +46,10 @@ def work(tmp_path_factory, smol_tokenizer) -> dict:
     CorpusNgram.build([[5, 6, 7, 8], [5, 6, 9]], order=3).save(root / "eagle3")
     hs.heads.build("medusa", other, num_heads=3).save_pretrained(root / "other", other)
     (root / "recipe.yaml").write_text(yaml.safe_dump({"target": {"name_or_path": str(root / "target"), "dtype": "float32"}}))
+    CorpusNgram.build([[1, 2, 3]], order=2).save((root / "foreign").mkdir() or root / "foreign")  # a table --learn did not write
+    (root / "a-file").write_text("mine")
     return {"R": str(root / "recipe.yaml"), "M": str(root / "medusa"), "E": str(root / "eagle3"), "O": str(root / "other"),
-            "root": root}
+            "X": str(root / "foreign"), "F": str(root / "a-file"), "root": root}
 
 
 @pytest.fixture
@@ -73,6 +79,13 @@ REFUSED = [  # the command line ({R} recipe, {M}, {E}, {O} heads, {BUSY} a port 
     ("serve {R} --head {M} --k 4", "at most 3"),
     ("serve {R} --head {M} --method tree", "invalid choice: 'tree'"),
     ("serve {R} --head {M} --port 0", "argument --port: expected a value >= 1 and <= 65535, got 0"),
+    ("serve {R} --head {E} --learn", "--learn: --method head drafts from no corpus table"),
+    ("serve {R} --head {E} --method corpus --learn --learn-dir {E}", "is the head folder"),
+    ("serve {R} --head {E} --method corpus --learn --learn-dir {X}", "that `headstart serve --learn` did not write"),
+    ("serve {R} --head {E} --method corpus --learn --learn-dir {F}", "is not a folder"),
+    ("serve {R} --head {E} --method corpus --learn-every 5", "--learn-every applies to --learn"),
+    ("serve {R} --head {E} --method corpus --learn --learn-cap 0", "argument --learn-cap: expected a value >= 1"),
+    ("serve {R} --head {E} --log-served {F}", "is a file"),
 ]
 
 
@@ -83,6 +96,7 @@ def test_refused_in_one_line_before_vllm_starts_and_nothing_written(env, busy_po
     code, err = run_cli(argv, capsys)
     assert_one_error_line(code, err, "serve", names)
     assert snapshot(env["root"]) == before and not (env["root"] / "cache").exists()
+    assert (env["root"] / "a-file").read_text() == "mine"
 
 
 def test_a_missing_serving_environment_says_make_vllm(env, monkeypatch, capsys):
@@ -121,3 +135,39 @@ def test_each_method_is_served_with_serve_checks_engine(env):
 def test_the_url_reaches_a_wildcard_host_through_the_loopback():
     assert local_url("127.0.0.1", 8000) == "http://127.0.0.1:8000"
     assert local_url("0.0.0.0", 80) == "http://127.0.0.1:80" and local_url("::", 80) == "http://[::1]:80"
+
+
+def test_learning_and_logging_reach_vllms_environment_and_command(env):
+    """--learn: the learn folder (by default in the cache, keyed by the head and its table; never the head folder),
+    answers between saves and the cap in vLLM's environment; --log-served: the folder and cap, and the middleware
+    on vLLM's command line. Nothing is written before vLLM starts."""
+    recipe = load_recipe(env["R"], [])
+    target = Target.from_pretrained(env["root"] / "target", dtype=torch.float32)
+    learn = learn_env("corpus", env["E"], every=7, cap=1000)
+    folder = learn[LEARN_ENV]
+    assert folder.startswith(str(env["root"] / "cache" / "serve" / "learned")) and not Path(folder).exists()
+    assert learn_env("hybrid", env["E"])[LEARN_ENV] == folder  # the same head and table: the same folder
+    assert learn_env("corpus", env["M"])[LEARN_ENV] != folder
+    log = log_env(env["root"] / "served", cap_mb=5)
+    plan = prepare(recipe, target, env["E"], "corpus", 2, {**learn, **log})
+    assert plan.env[LEARN_ENV] == folder and plan.env[EVERY_ENV] == "7" and plan.env[CAP_ENV] == "1000"
+    assert plan.env[LOG_ENV] == str(env["root"] / "served") and plan.env[LOG_CAP_ENV] == "5" and plan.env[ENV] == env["E"]
+    assert plan.env["VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"] == "20"  # vLLM's workers get the time to save the table
+    command = vllm_command("python", plan, "127.0.0.1", 8123)
+    assert command[command.index("--middleware") + 1] == "headstart.serve.served_log.LogServed"
+    assert command[command.index("--shutdown-timeout") + 1] == "25"
+    assert "--middleware" not in vllm_command("python", prepare(recipe, target, env["E"], "corpus", 2), "127.0.0.1", 8123)
+    assert not (env["root"] / "served").exists()
+
+
+def test_the_help_states_the_defaults_the_modules_use(capsys):
+    """The CLI does not import serve/learn.py (torch) to build its parser: its help repeats the defaults, checked here."""
+    from headstart.cli import build_parser
+    from headstart.serve.learn import DEFAULT_CAP, DEFAULT_EVERY
+    from headstart.serve.served_log import DEFAULT_MB
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"(default {DEFAULT_EVERY})" in out and f"(default {DEFAULT_CAP:,})" in out and f"(default {DEFAULT_MB})" in out
+    assert build_parser().parse_args(["serve", "r.yaml", "--head", "h"]).log_served_mb == DEFAULT_MB

@@ -1,0 +1,100 @@
+"""Does the corpus table learn from what is served? Acceptance over each successive block of prompts of a stream,
+the table frozen against learning (`headstart serve --method corpus --learn`).
+
+    python scripts/bench_learn.py --head runs/demo/eagle3/final                      # 160 HumanEval prompts, blocks of 20
+    python scripts/bench_learn.py --data data/distilled/smollm2-135m.jsonl.gz --prompts 40 --new 64
+
+The stream: HumanEval's problems (eval/prompts.py `humaneval_prompts`) in order, each answered greedily by the
+target (headstart's plain decoding, bf16 by default, stopping at EOS or --new tokens). The table: the head
+folder's `corpus_ngram.safetensors`, or one counted from --data's assistant answers as training counts it. Along
+each answer, vLLM's counters for headstart's corpus proposer are predicted (serve/prediction.py
+`learning_counts`, the same chains the proposer drafts; vLLM's own counters equal them, tests/end_to_end/
+test_vllm.py): frozen, and learning, where each answer is counted into the table before the next request drafts.
+Prints, per block, drafts, accepted tokens and vLLM's mean acceptance length (1 + accepted / drafts) both ways;
+--out writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+
+import torch
+
+from headstart.chat import encode_chat
+from headstart.decode.corpus import CorpusNgram
+from headstart.decode.plain import greedy_generate
+from headstart.eval.prompts import humaneval_prompts
+from headstart.eval.speed import eos_ids
+from headstart.serve.prediction import learning_counts
+from headstart.target import Target
+
+
+def table_of(args, tokenizer) -> CorpusNgram:
+    """The head folder's table, or one counted from the data file's assistant answers (order 4, as training's)."""
+    if args.head:
+        corpus = CorpusNgram.load(args.head)
+        if corpus is None:
+            sys.exit(f"bench_learn: error: {args.head} holds no corpus_ngram.safetensors; give a head folder with one, or --data")
+        return corpus
+    answers = []
+    with (gzip.open(args.data, "rt") if args.data.endswith(".gz") else open(args.data)) as f:
+        for line in f:
+            answers += [tokenizer.encode(m["content"], add_special_tokens=False)
+                        for m in json.loads(line).get("messages", []) if m.get("role") == "assistant"]
+    return CorpusNgram.build(answers, order=4)
+
+
+def block_summary(counts: list[dict]) -> dict:
+    drafts, accepted = sum(c["drafts"] for c in counts), sum(c["accepted"] for c in counts)
+    return {"drafts": drafts, "accepted": accepted, "mean_acceptance_length": 1 + accepted / drafts if drafts else None}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", default="embedded", help="a model folder or Hub id, or `embedded` (SmolLM2-135M-Instruct)")
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    p.add_argument("--head", default=None, help="a head folder holding corpus_ngram.safetensors")
+    p.add_argument("--data", default="data/distilled/smollm2-135m.jsonl.gz", help="without --head: answers to count the table from")
+    p.add_argument("--prompts", type=int, default=160, help="HumanEval prompts in the stream (164 at most)")
+    p.add_argument("--block", type=int, default=20, help="prompts per row of the table")
+    p.add_argument("--new", type=int, default=128, help="new tokens per answer at most")
+    p.add_argument("--k", type=int, default=3, help="drafts per step (vLLM's num_speculative_tokens)")
+    p.add_argument("--out", default=None, help="JSON results")
+    args = p.parse_args()
+    if args.target == "embedded":
+        from headstart.embedded import embedded_model_path
+
+        args.target = str(embedded_model_path())
+    target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
+    corpus = table_of(args, target.tokenizer)
+    prompts = [encode_chat(target.tokenizer, e.messages)[0].tolist() for e in humaneval_prompts()[: args.prompts]]
+    start, texts = time.perf_counter(), []
+    for i, prompt in enumerate(prompts):
+        out = greedy_generate(target, torch.tensor([prompt]), args.new, eos_token_id=eos_ids(target))
+        texts.append(out.sequences[0, len(prompt):].tolist())
+        print(f"\ranswered {i + 1}/{len(prompts)} ({time.perf_counter() - start:.0f} s)", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    ways = {way: learning_counts(corpus, prompts, texts, args.k, learn=way == "learning") for way in ("frozen", "learning")}
+    rows = []
+    print(f"corpus proposer, k = {args.k}, {len(prompts)} HumanEval prompts in blocks of {args.block}, {args.new} new tokens at most, "
+          f"{args.dtype}; table: {args.head or args.data} ({len(corpus)} contexts)\n")
+    print("| prompts | frozen: accepted / drafts | frozen τ | learning: accepted / drafts | learning τ |")
+    print("|---|---|---|---|---|")
+    for first in range(0, len(prompts), args.block):
+        span = slice(first, first + args.block)
+        frozen, learning = block_summary(ways["frozen"][span]), block_summary(ways["learning"][span])
+        rows.append({"prompts": [first + 1, min(first + args.block, len(prompts))], "frozen": frozen, "learning": learning})
+        tau = [f"{b['mean_acceptance_length']:.3f}" if b["mean_acceptance_length"] else "-" for b in (frozen, learning)]
+        print(f"| {first + 1}-{rows[-1]['prompts'][1]} | {frozen['accepted']} / {frozen['drafts']} | {tau[0]} "
+              f"| {learning['accepted']} / {learning['drafts']} | {tau[1]} |")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"args": vars(args), "blocks": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

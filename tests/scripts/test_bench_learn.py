@@ -1,0 +1,38 @@
+"""scripts/bench_learn.py on a tiny target and table: it answers a stream of HumanEval prompts and prints, per
+block, the corpus proposer's acceptance with the table frozen and learning (its JSON with it); a head folder
+without a table is one error line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_learn.py"), *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PATH": ""})
+
+
+def test_bench_learn_prints_frozen_and_learning_per_block(tmp_path, smol_folder):
+    data = tmp_path / "answers.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "def f(x):\n    return x"}]}) + "\n")
+    proc = _run("--target", str(smol_folder), "--dtype", "float32", "--data", str(data), "--prompts", "4", "--block", "2",
+                "--new", "12", "--out", str(tmp_path / "out.json"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1-2") or line.startswith("| 3-4")]
+    assert len(rows) == 2, proc.stdout
+    blocks = json.loads((tmp_path / "out.json").read_text())["blocks"]
+    assert [b["prompts"] for b in blocks] == [[1, 2], [3, 4]]
+    for row, block in zip(rows, blocks):  # the printed table is the JSON's
+        frozen, learning = block["frozen"], block["learning"]
+        assert f"| {frozen['accepted']} / {frozen['drafts']} |" in row and f"| {learning['accepted']} / {learning['drafts']} |" in row
+        assert frozen["accepted"] <= 3 * frozen["drafts"] and learning["accepted"] <= 3 * learning["drafts"]  # k = 3
+
+
+def test_a_head_folder_without_a_table_is_one_error_line(tmp_path, smol_folder):
+    proc = _run("--target", str(smol_folder), "--dtype", "float32", "--head", str(tmp_path), "--prompts", "1")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("bench_learn: error: ") and "Traceback" not in proc.stderr
