@@ -450,9 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="JSON report path (default: serve-check.json beside eval.output); .md beside it")
     s = verb("serve", cmd_serve, "serve a head with vLLM's OpenAI-compatible server (.venv-vllm, `make vllm`) until Ctrl-C or SIGTERM")
     s.add_argument("--head", required=True, help="head folder (EAGLE-3 or Medusa; --method corpus: any head folder holding a corpus table)")
-    s.add_argument("--method", default="head", choices=["head", "hybrid", "corpus", "plain"],
+    s.add_argument("--method", default="head", choices=["head", "hybrid", "corpus", "ngram", "plain"],
                    help="head: the exported head, a chain of k; hybrid: prompt lookup, the corpus table and the head (EAGLE-3 heads); "
-                        "corpus: prompt lookup and the corpus table, no head forward; plain: no drafts (default: head)")
+                        "corpus: prompt lookup and the corpus table, no head forward; ngram: vLLM's own n-gram proposer; plain: no drafts (default: head)")
     s.add_argument("--k", type=_ranged(int, Bounds(ge=1, le=MAX_DEPTH, why=DEPTH_WHY)), default=3, help="draft tokens per step (vLLM's num_speculative_tokens; Medusa: at most its heads)")
     s.add_argument("--port", type=_ranged(int, Bounds(ge=1, le=65535)), default=8000, help="port to listen on")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only; 0.0.0.0 opens it to the network)")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
+import random
 import sys
 import time
 
@@ -27,7 +29,7 @@ import torch
 from headstart.chat import encode_chat
 from headstart.decode.corpus import CorpusNgram
 from headstart.decode.plain import greedy_generate
-from headstart.eval.prompts import humaneval_prompts
+from headstart.eval.prompts import humaneval_prompts, load_eval_prompts
 from headstart.eval.speed import eos_ids
 from headstart.serve.prediction import learning_counts
 from headstart.target import Target
@@ -40,12 +42,65 @@ def table_of(args, tokenizer) -> CorpusNgram:
         if corpus is None:
             sys.exit(f"bench_learn: error: {args.head} holds no corpus_ngram.safetensors; give a head folder with one, or --data")
         return corpus
+    return CorpusNgram.build(data_answers(args.data, tokenizer), order=4)
+
+
+def data_answers(path: str, tokenizer) -> list[list[int]]:
+    """The assistant answers of a JSONL(.gz) file of chats, as token ids."""
     answers = []
-    with (gzip.open(args.data, "rt") if args.data.endswith(".gz") else open(args.data)) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         for line in f:
             answers += [tokenizer.encode(m["content"], add_special_tokens=False)
                         for m in json.loads(line).get("messages", []) if m.get("role") == "assistant"]
-    return CorpusNgram.build(answers, order=4)
+    return answers
+
+
+def resident_mb() -> float:
+    """This process's resident memory in MiB (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def table_cost(corpus: CorpusNgram, answers: list[list[int]], n: int, k: int) -> None:
+    """What learning costs after n served answers, each new text (the worst case: `answers` with their token ids
+    shifted, so that nearly every context is new): contexts, resident memory, and `chain_draft`'s time per step
+    (the corpus proposer's work for one request and step, its index built anew), frozen against learning, along
+    200 of the answers as they are."""
+    from headstart.serve.learn import LearningTable
+    from headstart.serve.proposer import chain_draft
+
+    rng = random.Random(0)
+    base = resident_mb()
+    table = LearningTable.of(corpus)
+    start, loaded = time.perf_counter(), resident_mb()
+    vocab = 1 + max(max(a) for a in answers if a)
+    for i in range(n):  # new text each time, the worst case for memory: an answer with its token ids shifted
+        shift = rng.randrange(1, vocab)
+        table.count([(t + shift) % vocab for t in answers[rng.randrange(len(answers))]])
+    counted = time.perf_counter() - start
+    probes = [answers[rng.randrange(len(answers))] for _ in range(200)]
+
+    def per_step(t) -> float:
+        calls, began = 0, time.perf_counter()
+        for text in probes:
+            for j in range(2, len(text), 4):
+                chain_draft(t, text[:j], k)
+                calls += 1
+        return (time.perf_counter() - began) / calls * 1e3
+
+    frozen, learning = per_step(corpus), per_step(table)
+    print(f"| table | contexts | resident MiB | drafting ms / step |\n|---|---|---|---|\n"
+          f"| frozen (the head's) | {len(corpus)} | {base:.0f} (the process) | {frozen:.3f} |\n"
+          f"| learning, as loaded | {len(corpus)} | +{loaded - base:.0f} | - |\n"
+          f"| learning, after {n} answers ({counted:.0f} s to count) | {len(table)} | +{resident_mb() - base:.0f} | {learning:.3f} |")
+
+
+def stream(args) -> list:
+    """The stream's prompts in the order they are served (EvalPrompt: its first turn is asked)."""
+    if args.stream == "humaneval":
+        return humaneval_prompts()[: args.prompts]
+    chat = args.prompts // 2
+    return load_eval_prompts("data/prompts/eval.jsonl", chat) + humaneval_prompts()[: args.prompts - chat]
 
 
 def block_summary(counts: list[dict]) -> dict:
@@ -59,11 +114,20 @@ def main() -> None:
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--head", default=None, help="a head folder holding corpus_ngram.safetensors")
     p.add_argument("--data", default="data/distilled/smollm2-135m.jsonl.gz", help="without --head: answers to count the table from")
-    p.add_argument("--prompts", type=int, default=160, help="HumanEval prompts in the stream (164 at most)")
+    p.add_argument("--prompts", type=int, default=160, help="prompts in the stream (HumanEval has 164)")
+    p.add_argument("--stream", default="humaneval", choices=["humaneval", "switch"],
+                   help="humaneval: HumanEval's problems in order; switch: held-out chat prompts (data/prompts/eval.jsonl, "
+                        "first turns, round-robin over its categories) for the first half, then HumanEval's problems")
     p.add_argument("--block", type=int, default=20, help="prompts per row of the table")
     p.add_argument("--new", type=int, default=128, help="new tokens per answer at most")
     p.add_argument("--k", type=int, default=3, help="drafts per step (vLLM's num_speculative_tokens)")
     p.add_argument("--out", default=None, help="JSON results")
+    p.add_argument("--table-cost", type=int, default=0, metavar="N",
+                   help="instead: count N answers (--data's, in a shuffled order) into a learning table started from the table, "
+                        "each new text (token ids shifted), and print its contexts, its memory and the corpus proposer's drafting time per "
+                        "step, frozen and learning")
+    p.add_argument("--answers", default=None, help="also write the stream as JSONL chats (messages: the prompt, the answer), "
+                   "the rows `headstart serve --log-served` logs: to continue a head on them and `headstart promote` it")
     args = p.parse_args()
     if args.target == "embedded":
         from headstart.embedded import embedded_model_path
@@ -71,16 +135,26 @@ def main() -> None:
         args.target = str(embedded_model_path())
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
     corpus = table_of(args, target.tokenizer)
-    prompts = [encode_chat(target.tokenizer, e.messages)[0].tolist() for e in humaneval_prompts()[: args.prompts]]
+    if args.table_cost:
+        return table_cost(corpus, data_answers(args.data, target.tokenizer), args.table_cost, args.k)
+    served = stream(args)
+    prompts = [encode_chat(target.tokenizer, e.messages[:1])[0].tolist() for e in served]
     start, texts = time.perf_counter(), []
     for i, prompt in enumerate(prompts):
         out = greedy_generate(target, torch.tensor([prompt]), args.new, eos_token_id=eos_ids(target))
         texts.append(out.sequences[0, len(prompt):].tolist())
         print(f"\ranswered {i + 1}/{len(prompts)} ({time.perf_counter() - start:.0f} s)", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
+    if args.answers:
+        with open(args.answers, "w") as f:
+            for e, text in zip(served, texts):
+                answer = target.tokenizer.decode(text, skip_special_tokens=True)
+                f.write(json.dumps({"messages": [e.messages[0], {"role": "assistant", "content": answer}],
+                                    "answer_token_ids": text}) + "\n")
     ways = {way: learning_counts(corpus, prompts, texts, args.k, learn=way == "learning") for way in ("frozen", "learning")}
     rows = []
-    print(f"corpus proposer, k = {args.k}, {len(prompts)} HumanEval prompts in blocks of {args.block}, {args.new} new tokens at most, "
+    what = "HumanEval prompts" if args.stream == "humaneval" else f"prompts ({args.prompts // 2} chat, then HumanEval)"
+    print(f"corpus proposer, k = {args.k}, {len(prompts)} {what} in blocks of {args.block}, {args.new} new tokens at most, "
           f"{args.dtype}; table: {args.head or args.data} ({len(corpus)} contexts)\n")
     print("| prompts | frozen: accepted / drafts | frozen τ | learning: accepted / drafts | learning τ |")
     print("|---|---|---|---|---|")

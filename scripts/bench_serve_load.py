@@ -1,14 +1,16 @@
 """Load on `headstart serve`: N chat requests from C concurrent clients against each method (a benchmark, not a test).
 
     python scripts/bench_serve_load.py recipes/smollm2-135m/medusa.yaml --head runs/demo/medusa/final \
-        --methods plain head corpus --requests 32 --concurrency 4
+        --methods plain ngram head hybrid corpus --requests 32 --concurrency 1 4 8
 
 For each method in turn, `headstart serve` is started as a user starts it (its own process; vLLM compiled, its
 default, unless --eager), timed until `/v1/models` answers and until its first answer (one short chat request);
 then the recipe's eval prompts (first turns, `eval.prompts`, `eval.num_prompts`) are sent as --requests greedy
-chat requests of at most --max-tokens new tokens from --concurrency clients at once. Reported per method:
-requests/s, p50 and p95 latency, new tokens/s, and the server's own acceptance over the load (1 + accepted /
-drafts, from its /metrics; bonus counted). `--cold` first removes the head's cached export, so that the first
+chat requests of at most --max-tokens new tokens from --concurrency clients at once (each level in turn, on the
+same server). Reported per method and level: requests/s, p50 and p95 latency, new tokens/s and its ratio to
+plain's at the same level, the server's own acceptance over the load (1 + accepted / drafts, from its /metrics;
+bonus counted), and how many answers equal the same prompt's at the first level (every request is answered,
+none twice: the answers come back in the prompts' order). `--cold` first removes the head's cached export, so that the first
 start that serves the head exports it again (time to first answer, cold). Prints a Markdown table and writes
 JSON (--out). Timings need the machine to themselves: the load average is printed.
 """
@@ -33,10 +35,12 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recipe")
     ap.add_argument("--head", required=True)
-    ap.add_argument("--methods", nargs="+", default=["plain", "head", "hybrid", "corpus"], choices=["plain", "head", "hybrid", "corpus"])
+    ap.add_argument("--methods", nargs="+", default=["plain", "ngram", "head", "hybrid", "corpus"],
+                    choices=["plain", "ngram", "head", "hybrid", "corpus"])
     ap.add_argument("--k", type=int, default=3, help="draft tokens per step (headstart serve --k)")
     ap.add_argument("--requests", type=int, default=32, help="requests per method")
-    ap.add_argument("--concurrency", type=int, default=4, help="clients sending at once")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[4],
+                    help="clients sending at once; several (1 4 8) load the same server in turn, one row each")
     ap.add_argument("--max-tokens", type=int, default=96, help="new tokens per request at most (EOS ends one sooner)")
     ap.add_argument("--eager", action="store_true", help="vLLM eager (headstart serve --eager) instead of compiled")
     ap.add_argument("--cold", action="store_true", help="remove the head's cached export first (the first start exports it again)")
@@ -61,32 +65,46 @@ def remove_cached_export(recipe, head: str) -> None:
         shutil.rmtree(cache_dir() / "serve" / export_key(folder, target, layout), ignore_errors=True)
 
 
-def bench_method(args, method: str, prompts: list[str], logs: Path) -> dict:
-    """One method: its start timed, one short request, then the load; the server's counts over the load."""
+def bench_method(args, method: str, prompts: list[str], logs: Path) -> list[dict]:
+    """One method: its start timed, one short request, then the load at each concurrency in turn; per load, the
+    server's counts over it and how many answers equal the first load's answer to the same prompt."""
     argv = [args.recipe, "--head", args.head, "--method", method, "--k", str(args.k), *(["--eager"] if args.eager else []), *args.overrides]
+    rows = []
     with started_server(argv, free_port(), logs / f"serve-{method}") as server:
         ask_chat(server.url, server.model, prompts[0], 8)
         first_answer = server.seconds_since_start()
-        before = served_counts(server.url)
-        answers, wall = run_load(server.url, server.model, prompts, args.requests, args.concurrency, args.max_tokens)
-        after = served_counts(server.url)
-    counts = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
-    counts["accepted_per_pos"] = [a - b for a, b in zip(after["accepted_per_pos"], before["accepted_per_pos"])] or [0] * args.k
+        for clients in args.concurrency:
+            before = served_counts(server.url)
+            answers, wall = run_load(server.url, server.model, prompts, args.requests, clients, args.max_tokens)
+            after = served_counts(server.url)
+            counts = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
+            counts["accepted_per_pos"] = [a - b for a, b in zip(after["accepted_per_pos"], before["accepted_per_pos"])] or [0] * args.k
+            first = rows[0]["outputs"] if rows else [a["ids"] for a in answers]
+            rows.append({"method": method, "concurrency": clients, **load_summary(answers, wall),
+                         "acceptance_length": acceptance_from_metrics(counts)["mean_acceptance_length"], "counts": counts,
+                         "outputs": [a["ids"] for a in answers], "same_as_first": sum(a["ids"] == f for a, f in zip(answers, first))})
     export = "reused" if "export reused" in server.stdout else "written" if "export written" in server.stdout else None
-    return {"method": method, "ready_seconds": server.ready_seconds, "first_answer_seconds": first_answer, "export": export,
-            **load_summary(answers, wall), "acceptance_length": acceptance_from_metrics(counts)["mean_acceptance_length"],
-            "counts": counts, "outputs": [a["ids"] for a in answers]}
+    for row in rows:
+        row |= {"ready_seconds": server.ready_seconds, "first_answer_seconds": first_answer, "export": export}
+    return rows
 
 
 def format_rows(rows: list[dict], args) -> str:
-    lines = [f"{args.requests} requests from {args.concurrency} clients, greedy, at most {args.max_tokens} new tokens, k = {args.k}, "
-             f"vLLM {'eager' if args.eager else 'compiled'}; load average {os.getloadavg()[0]:.2f}", "",
-             "| method | ready (s) | first answer (s) | export | requests/s | p50 (s) | p95 (s) | tokens/s | acceptance length |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    levels = " / ".join(map(str, args.concurrency))
+    lines = [f"{args.requests} requests from {levels} clients, greedy, at most {args.max_tokens} new tokens, k = {args.k}, "
+             f"vLLM {'eager' if args.eager else 'compiled'}; load average {os.getloadavg()[0]:.2f}. \"same\": answers equal to "
+             f"the same prompt's at {args.concurrency[0]} client(s) (bf16 batches may flip near-ties); x plain: tokens/s over "
+             "plain's at the same concurrency", "",
+             "| method | clients | ready (s) | first answer (s) | export | requests/s | p50 (s) | p95 (s) | tokens/s | x plain "
+             "| acceptance length | same |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    plain = {r["concurrency"]: r["tokens_per_s"] for r in rows if r["method"] == "plain"}
     for r in rows:
         acc = f"{r['acceptance_length']:.2f}" if r["acceptance_length"] else "-"
-        lines.append(f"| {r['method']} | {r['ready_seconds']:.1f} | {r['first_answer_seconds']:.1f} | {r['export'] or '-'} | "
-                     f"{r['requests_per_s']:.2f} | {r['latency_p50']:.2f} | {r['latency_p95']:.2f} | {r['tokens_per_s']:.1f} | {acc} |")
+        ratio = f"{r['tokens_per_s'] / plain[r['concurrency']]:.2f}x" if r["concurrency"] in plain else "-"
+        lines.append(f"| {r['method']} | {r['concurrency']} | {r['ready_seconds']:.1f} | {r['first_answer_seconds']:.1f} | "
+                     f"{r['export'] or '-'} | {r['requests_per_s']:.2f} | {r['latency_p50']:.2f} | {r['latency_p95']:.2f} | "
+                     f"{r['tokens_per_s']:.1f} | {ratio} | {acc} | {r['same_as_first']}/{r['requests']} |")
     return "\n".join(lines)
 
 
@@ -101,7 +119,7 @@ def main() -> None:
         remove_cached_export(recipe, args.head)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows = [bench_method(args, method, prompts, out.parent) for method in args.methods]
+    rows = [row for method in args.methods for row in bench_method(args, method, prompts, out.parent)]
     table = format_rows(rows, args)
     print(table)
     out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1) + "\n")

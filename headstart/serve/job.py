@@ -116,18 +116,21 @@ METHODS = {
     "head": "the exported head, a chain of k drafts a step",
     "hybrid": "the head as headstart's hybrid (its plugin): prompt lookup, else the corpus table when sure, else the head",
     "corpus": "headstart's corpus proposer: prompt lookup, else the head folder's corpus table (no head forward)",
+    "ngram": "vLLM's own n-gram proposer (prompt lookup of 1-4 tokens; no head, no table), for comparison",
     "plain": "no drafts: vLLM alone, for comparison",
 }
 
 
 def method_engine(method: str, head, vllm_method: str | None, folder, k: int) -> dict:
     """The engine serving `method` (METHODS), named after it: the head exported to `folder` (vLLM's `vllm_method`),
-    as headstart's hybrid, headstart's corpus proposer, or vLLM plain. `folder` and `vllm_method` are unused by
-    the last two."""
+    as headstart's hybrid, headstart's corpus proposer, vLLM's n-gram proposer or vLLM plain. `folder` and
+    `vllm_method` are unused by the last three."""
     if method == "plain":
         return plain_engine()
     if method == "corpus":
         return {"name": "corpus", "speculative_config": corpus_speculative_config(k)}
+    if method == "ngram":
+        return {"name": "ngram", "speculative_config": ngram_speculative_config(k)}
     if method == "hybrid":
         return hybrid_engine(head, vllm_method, folder, k, name="hybrid")
     return {"name": "head", "speculative_config": head_speculative_config(head, vllm_method, folder, k)}

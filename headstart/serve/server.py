@@ -105,7 +105,7 @@ def check_method(head, method: str, k: int) -> tuple[str | None, str | None]:
     if method == "corpus" and trait(head, "corpus") is None:
         raise ServingError("the head folder holds no corpus table (corpus_ngram.safetensors, saved by training): "
                            "serve --method head or hybrid")
-    if method in ("corpus", "plain"):
+    if method in ("corpus", "ngram", "plain"):
         return None, None
     layout, vllm_method = served_layout(head)
     check_k(head, k)

@@ -441,8 +441,9 @@ def test_dflash_served_identically_with_headstart_acceptance(served_dflash):
 
 # ---------------------------------------------------------------- `headstart serve`, asked by a real client
 
-#: what the taught EAGLE-3 head with a corpus table serves (`headstart serve --method`)
+#: what the taught EAGLE-3 head with a corpus table serves (`headstart serve --method`); vLLM's n-gram proposer beside
 SERVED_METHODS = ("head", "hybrid", "corpus")
+ASKED_METHODS = (*SERVED_METHODS, "ngram")
 #: each prompt is asked four ways: chat and completion (its token ids), each streamed and not
 WAYS = (("chat", False), ("chat", True), ("completion", False), ("completion", True))
 #: then REQUESTS chat requests from CONCURRENT clients at once
@@ -494,7 +495,7 @@ def serve_and_ask(recipe, head_folder, method: str, cache, prompts: list[list[in
 
 @pytest.fixture(scope="module")
 def openai_served(tmp_path_factory, smol_tokenizer):
-    """The taught EAGLE-3 head with its table, served by `headstart serve` with each of SERVED_METHODS in turn
+    """The taught EAGLE-3 head with its table, served by `headstart serve` with each of ASKED_METHODS in turn
     (one server at a time, on a free port) and asked by the openai client."""
     require_vllm()
     tmp = tmp_path_factory.mktemp("vllm-serve")
@@ -503,12 +504,12 @@ def openai_served(tmp_path_factory, smol_tokenizer):
     continuations = [greedy_generate(target, torch.tensor([p]), NEW, eos_token_id=[]).sequences[0] for p in prompts]
     head, corpus = taught_head(tmp / "head", target, continuations, prompts)
     recipe = write_recipe(tmp / "recipe", tmp / "target")
-    runs = {method: serve_and_ask(recipe, tmp / "head", method, tmp / "cache", prompts) for method in SERVED_METHODS}
+    runs = {method: serve_and_ask(recipe, tmp / "head", method, tmp / "cache", prompts) for method in ASKED_METHODS}
     return {"target": target, "prompts": prompts, "head": head, "corpus": corpus, "runs": runs,
             "reference": [c[len(p):].tolist() for c, p in zip(continuations, prompts)]}
 
 
-@pytest.mark.parametrize("method", SERVED_METHODS)
+@pytest.mark.parametrize("method", ASKED_METHODS)
 def test_served_output_equals_vllm_plain_for_every_way_of_asking(openai_served, method):
     """Chat and completion, streamed and not, at temperature 0: every answer is the target's greedy text, which
     vLLM plain writes (test_vllm_plain_equals_headstart_greedy); vLLM renders the chat template as headstart does."""
@@ -564,7 +565,8 @@ def test_serve_prints_how_to_reach_it_and_stops_its_whole_process_group(openai_s
             os.killpg(server.group, 0)
     runs = openai_served["runs"]
     assert "export written to" in runs["head"]["server"].stdout and "export reused from" in runs["hybrid"]["server"].stdout
-    assert "export" not in runs["corpus"]["server"].stdout.split("\n")[0]  # the corpus proposer serves no export
+    for method in ("corpus", "ngram"):  # neither serves an export
+        assert "export" not in runs[method]["server"].stdout.split("\n")[0]
 
 
 # ---------------------------------------------------------------- `headstart serve --learn`: drafts that learn

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -17,15 +19,18 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600, env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PATH": ""})
 
 
-def test_bench_learn_prints_frozen_and_learning_per_block(tmp_path, smol_folder):
+@pytest.mark.parametrize("stream", ["humaneval", "switch"])
+def test_bench_learn_prints_frozen_and_learning_per_block(tmp_path, smol_folder, stream):
     data = tmp_path / "answers.jsonl"
     data.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "def f(x):\n    return x"}]}) + "\n")
     proc = _run("--target", str(smol_folder), "--dtype", "float32", "--data", str(data), "--prompts", "4", "--block", "2",
-                "--new", "12", "--out", str(tmp_path / "out.json"))
+                "--new", "12", "--stream", stream, "--out", str(tmp_path / "out.json"), "--answers", str(tmp_path / "answers.jsonl"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1-2") or line.startswith("| 3-4")]
     assert len(rows) == 2, proc.stdout
     blocks = json.loads((tmp_path / "out.json").read_text())["blocks"]
+    chats = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]  # the served log's rows
+    assert len(chats) == 4 and all([m["role"] for m in c["messages"]] == ["user", "assistant"] and c["answer_token_ids"] for c in chats)
     assert [b["prompts"] for b in blocks] == [[1, 2], [3, 4]]
     for row, block in zip(rows, blocks):  # the printed table is the JSON's
         frozen, learning = block["frozen"], block["learning"]
@@ -36,3 +41,14 @@ def test_bench_learn_prints_frozen_and_learning_per_block(tmp_path, smol_folder)
 def test_a_head_folder_without_a_table_is_one_error_line(tmp_path, smol_folder):
     proc = _run("--target", str(smol_folder), "--dtype", "float32", "--head", str(tmp_path), "--prompts", "1")
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("bench_learn: error: ") and "Traceback" not in proc.stderr
+
+
+def test_table_cost_prints_contexts_memory_and_step_time(tmp_path, smol_folder):
+    data = tmp_path / "answers.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "def f(x):\n    return x + 1"}]}) + "\n")
+    proc = _run("--target", str(smol_folder), "--dtype", "float32", "--data", str(data), "--table-cost", "5")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line.split("|")[2:] for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line}
+    frozen, learned = rows["frozen (the head's)"], rows["learning, after 5 answers (0 s to count)"]
+    assert int(learned[0]) > int(frozen[0])  # shifted answers are new text: new contexts
+    assert float(frozen[2]) > 0 and float(learned[2]) > 0

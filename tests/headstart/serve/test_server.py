@@ -112,8 +112,8 @@ def test_each_method_is_served_with_serve_checks_engine(env):
     command line and environment are those serve-check gives its engine."""
     recipe = load_recipe(env["R"], [])
     target = Target.from_pretrained(env["root"] / "target", dtype=torch.float32)
-    plans = {m: prepare(recipe, target, env["E"], m, 2) for m in ("head", "hybrid", "corpus", "plain")}
-    head, hybrid, corpus, plain = plans.values()
+    plans = {m: prepare(recipe, target, env["E"], m, 2) for m in ("head", "hybrid", "corpus", "ngram", "plain")}
+    head, hybrid, corpus, ngram, plain = plans.values()
     assert head.export is not None and not head.reused and (head.export / "config.json").is_file()
     assert hybrid.export == head.export and hybrid.reused  # the second start reuses it
     assert head.export.is_relative_to(env["root"] / "cache" / "serve") and head.export.name == "eagle3"
@@ -122,6 +122,9 @@ def test_each_method_is_served_with_serve_checks_engine(env):
     assert head.engine["speculative_config"] == hybrid.engine["speculative_config"] == spec and head.env == {}
     assert hybrid.env == {HYBRID_ENV: "1", ENV: env["E"]} and corpus.env == {ENV: env["E"]} and plain.env == {}
     assert corpus.engine["speculative_config"]["method"] == "custom_class" and plain.engine["speculative_config"] is None
+    # vLLM's own n-gram proposer, as serve-check runs it beside the head: no export, no table
+    assert ngram.export is None and ngram.env == {} and ngram.engine["speculative_config"] == {
+        "method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
     command = vllm_command("python", hybrid, "127.0.0.1", 8123, eager=True)
     assert command[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
     assert json.loads(command[command.index("--speculative-config") + 1]) == spec
