@@ -74,7 +74,7 @@ def table_cost(corpus: CorpusNgram, answers: list[list[int]], n: int, k: int) ->
     table = LearningTable.of(corpus)
     start, loaded = time.perf_counter(), resident_mb()
     vocab = 1 + max(max(a) for a in answers if a)
-    for i in range(n):  # new text each time, the worst case for memory: an answer with its token ids shifted
+    for _ in range(n):  # new text each time, the worst case for memory: an answer with its token ids shifted
         shift = rng.randrange(1, vocab)
         table.count([(t + shift) % vocab for t in answers[rng.randrange(len(answers))]])
     counted = time.perf_counter() - start
