@@ -140,7 +140,7 @@ def remove_dead_staging(folder: Path) -> None:
     (`.NAME.PID-HEX.old`) is put back when the new one never landed, else removed as its write meant."""
     for path in folder.parent.glob(f".{glob.escape(folder.name)}.*"):
         found = re.fullmatch(r"\.(.+)\.(\d+)-[0-9a-f]{8}\.(tmp|old)", path.name)
-        if found is None or found[1] != folder.name or _alive(int(found[2])) or path.is_symlink() or not path.is_dir():
+        if found is None or found[1] != folder.name or process_alive(int(found[2])) or path.is_symlink() or not path.is_dir():
             continue
         if found[3] == "old" and not (folder.exists() or folder.is_symlink()):
             os.replace(path, folder)
@@ -151,7 +151,7 @@ def remove_dead_staging(folder: Path) -> None:
                   file=sys.stderr)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether a process with this id runs (ours counts; one of another user, too)."""
     try:
         os.kill(pid, 0)

@@ -34,7 +34,7 @@ from safetensors.torch import load_file
 
 from headstart.decode.corpus import FILE_NAME, CorpusNgram, CorpusNgramError
 from headstart.errors import HeadstartError
-from headstart.files import write_safetensors, write_text
+from headstart.files import process_alive, write_safetensors, write_text
 
 #: the learn folder (set by `headstart serve --learn` in vLLM's environment)
 LEARN_ENV = "HEADSTART_LEARN"
@@ -225,20 +225,10 @@ def remove_unfinished(folder: Path) -> list[Path]:
     for path in folder.glob(".*.tmp") if folder.is_dir() else []:
         name, _, rest = path.name[1:].rpartition(".tmp")[0].rpartition(".")
         pid = rest.split("-", 1)[0]
-        if name in (FILE_NAME, MARKER) and pid.isdigit() and not _running(int(pid)):
+        if name in (FILE_NAME, MARKER) and pid.isdigit() and not process_alive(int(pid)):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _positive(name: str, default: int) -> int:
