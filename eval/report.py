@@ -72,6 +72,8 @@ def _tree_text(tree: dict | None) -> str:
         if lookup.get("shared_nodes"):
             text += (f" + corpus tree ({lookup['corpus_order']}-gram table of the training answers), the head's nodes and "
                      f"the corpus's sharing {lookup['shared_nodes']} by probability")
+            if lookup.get("head_weight"):
+                text += f" (the head's weighed x{lookup['head_weight']:g})"
         elif lookup.get("corpus_nodes"):
             text += f" + corpus tree of {lookup['corpus_nodes']} nodes ({lookup['corpus_order']}-gram table of the training answers)"
     return text

@@ -309,9 +309,10 @@ def cmd_promote(args) -> int:
     refusal = promote_refusal(Path(args.head), Path(args.over))  # before the target loads
     if refusal:
         raise PromoteError(refusal)
-    logged_rows(args.prompts, args.num_prompts)
+    rows = logged_rows(args.prompts, args.num_prompts)  # a bad log is refused before the target loads too
     recipe = _recipe(args)
-    report = promote(_target(recipe), args.head, args.over, args.prompts, k=args.k, margin=args.margin, num_prompts=args.num_prompts)
+    report = promote(_target(recipe), args.head, args.over, args.prompts, k=args.k, margin=args.margin,
+                     num_prompts=args.num_prompts, rows=rows)
     print(format_promotion(report))
     if args.out:
         write_json(args.out, report)

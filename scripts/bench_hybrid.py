@@ -62,6 +62,8 @@ def main() -> None:
                    help="the sources without a head, with corpus trees of these many nodes (decode.corpus_draft)")
     p.add_argument("--sure", type=float, nargs="*", default=[],
                    help="also each shared hybrid with the head sitting out the steps where the corpus's next token is at least this probable")
+    p.add_argument("--head-weight", type=float, nargs="*", default=[],
+                   help="also each shared hybrid with the head's probabilities weighed by W against the corpus's (decode.hybrid_head_weight)")
     p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
     p.add_argument("--only-margin", action="store_true",
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
@@ -137,6 +139,9 @@ def main() -> None:
             variants.update({f"{folder}: head and corpus share {k} nodes, the head out where the corpus is {sure:.2f} sure": speculative(
                 HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure))
                 for k in args.shared_nodes for sure in args.sure})
+            variants.update({f"{folder}: head (weighed x{w:g}) and corpus share {k} nodes{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}": speculative(
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w))
+                for k in args.shared_nodes for w in args.head_weight for sure in (args.sure or [0.0])})
     variants.update(free)
     head_free = {"plain", "prompt lookup alone (chain <= 10)", *free}
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted

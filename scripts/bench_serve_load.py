@@ -2,6 +2,8 @@
 
     python scripts/bench_serve_load.py recipes/smollm2-135m/medusa.yaml --head runs/demo/medusa/final \
         --methods plain ngram head hybrid corpus --requests 32 --concurrency 1 4 8
+    python scripts/bench_serve_load.py recipes/smollm2-135m/eagle3.yaml --head runs/demo/eagle3/final \
+        --requests 64 --concurrency 8 --context-lengths 0 1000 2000 4000 8000    # mixed lengths up to the context
 
 For each method in turn, `headstart serve` is started as a user starts it (its own process; vLLM compiled, its
 default, unless --eager), timed until `/v1/models` answers and until its first answer (one short chat request);
@@ -42,6 +44,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[4],
                     help="clients sending at once; several (1 4 8) load the same server in turn, one row each")
     ap.add_argument("--max-tokens", type=int, default=96, help="new tokens per request at most (EOS ends one sooner)")
+    ap.add_argument("--context-lengths", type=int, nargs="+", default=None, metavar="TOKENS",
+                    help="mixed prompt lengths: request i reads a document of TOKENS[i %% n] tokens (cut to fit the "
+                         "context) before its question; 0 asks the question alone")
+    ap.add_argument("--max-model-len", type=int, default=None, help="headstart serve --max-model-len (default: the target's)")
     ap.add_argument("--eager", action="store_true", help="vLLM eager (headstart serve --eager) instead of compiled")
     ap.add_argument("--cold", action="store_true", help="remove the head's cached export first (the first start exports it again)")
     ap.add_argument("--out", default="runs/bench_serve_load.json")
@@ -68,7 +74,8 @@ def remove_cached_export(recipe, head: str) -> None:
 def bench_method(args, method: str, prompts: list[str], logs: Path) -> list[dict]:
     """One method: its start timed, one short request, then the load at each concurrency in turn; per load, the
     server's counts over it and how many answers equal the first load's answer to the same prompt."""
-    argv = [args.recipe, "--head", args.head, "--method", method, "--k", str(args.k), *(["--eager"] if args.eager else []), *args.overrides]
+    argv = [args.recipe, "--head", args.head, "--method", method, "--k", str(args.k), *(["--eager"] if args.eager else []),
+            *(["--max-model-len", str(args.max_model_len)] if args.max_model_len else []), *args.overrides]
     rows = []
     with started_server(argv, free_port(), logs / f"serve-{method}") as server:
         ask_chat(server.url, server.model, prompts[0], 8)
@@ -89,22 +96,49 @@ def bench_method(args, method: str, prompts: list[str], logs: Path) -> list[dict
     return rows
 
 
-def format_rows(rows: list[dict], args) -> str:
+def with_documents(questions: list[str], lengths: list[int], requests: int, tokenizer, room: int) -> tuple[list[str], list[int]]:
+    """`requests` prompts of mixed lengths: request i asks question i (in turn) after a document of lengths[i] (in
+    turn) tokens, cut from the repository's passages (data/prompt_tables/passages.yaml, repeated as needed) so that
+    the chat stays within `room` tokens; also each prompt's length in tokens as the chat template renders it."""
+    import yaml
+
+    from headstart.chat import encode_chat
+
+    table = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "prompt_tables" / "passages.yaml").read_text())
+    passages = [f"{p['title']}\n{' '.join(p['text'].split())}" for p in table["fillers"]["passages"]]
+    words = tokenizer("\n\n".join(passages), add_special_tokens=False)["input_ids"]
+    prompts, sizes = [], []
+    for i in range(requests):
+        question, want = questions[i % len(questions)], lengths[i % len(lengths)]
+        bare = encode_chat(tokenizer, [{"role": "user", "content": question}]).shape[1]
+        take = max(0, min(want, room - bare - 8))
+        document = tokenizer.decode((words * (take // len(words) + 1))[:take]) if take else ""
+        prompt = f"{document}\n\nAbout the text above, or on its own: {question}" if document else question
+        prompts.append(prompt)
+        sizes.append(encode_chat(tokenizer, [{"role": "user", "content": prompt}]).shape[1])
+    return prompts, sizes
+
+
+def format_rows(rows: list[dict], args, sizes: list[int] | None = None) -> str:
     levels = " / ".join(map(str, args.concurrency))
+    mixed = (f"; prompts of {min(sizes)} to {max(sizes)} tokens (mean {sum(sizes) / len(sizes):.0f}: documents of "
+             f"{' / '.join(map(str, args.context_lengths))} tokens before the eval prompts)") if sizes else ""
     lines = [f"{args.requests} requests from {levels} clients, greedy, at most {args.max_tokens} new tokens, k = {args.k}, "
-             f"vLLM {'eager' if args.eager else 'compiled'}; load average {os.getloadavg()[0]:.2f}. \"same\": answers equal to "
-             f"the same prompt's at {args.concurrency[0]} client(s) (bf16 batches may flip near-ties); x plain: tokens/s over "
-             "plain's at the same concurrency", "",
+             f"vLLM {'eager' if args.eager else 'compiled'}{mixed}; load average {os.getloadavg()[0]:.2f}. \"same\": answers "
+             f"equal to the same prompt's at {args.concurrency[0]} client(s), \"= plain\": to plain's at the same level (bf16 "
+             "batches may flip near-ties); x plain: tokens/s over plain's at the same concurrency", "",
              "| method | clients | ready (s) | first answer (s) | export | requests/s | p50 (s) | p95 (s) | tokens/s | x plain "
-             "| acceptance length | same |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    plain = {r["concurrency"]: r["tokens_per_s"] for r in rows if r["method"] == "plain"}
+             "| acceptance length | same | = plain |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    plain = {r["concurrency"]: r for r in rows if r["method"] == "plain"}
     for r in rows:
         acc = f"{r['acceptance_length']:.2f}" if r["acceptance_length"] else "-"
-        ratio = f"{r['tokens_per_s'] / plain[r['concurrency']]:.2f}x" if r["concurrency"] in plain else "-"
+        base = plain.get(r["concurrency"])
+        ratio = f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}x" if base else "-"
+        as_plain = f"{sum(a == b for a, b in zip(r['outputs'], base['outputs']))}/{r['requests']}" if base else "-"
         lines.append(f"| {r['method']} | {r['concurrency']} | {r['ready_seconds']:.1f} | {r['first_answer_seconds']:.1f} | "
                      f"{r['export'] or '-'} | {r['requests_per_s']:.2f} | {r['latency_p50']:.2f} | {r['latency_p95']:.2f} | "
-                     f"{r['tokens_per_s']:.1f} | {ratio} | {acc} | {r['same_as_first']}/{r['requests']} |")
+                     f"{r['tokens_per_s']:.1f} | {ratio} | {acc} | {r['same_as_first']}/{r['requests']} | {as_plain} |")
     return "\n".join(lines)
 
 
@@ -115,14 +149,24 @@ def main() -> None:
     recipe = load_recipe(args.recipe, args.overrides)
     cfg = recipe.eval
     prompts = [p.prompt for p in load_eval_prompts(cfg.prompts, cfg.num_prompts, cfg.categories or None)]
+    sizes = None
+    if args.context_lengths:
+        from transformers import AutoConfig, AutoTokenizer
+
+        from headstart.serve.job import model_folder
+
+        folder = model_folder(recipe.target.name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        context = args.max_model_len or AutoConfig.from_pretrained(folder).max_position_embeddings
+        prompts, sizes = with_documents(prompts, args.context_lengths, args.requests, tokenizer, context - args.max_tokens)
     if args.cold:
         remove_cached_export(recipe, args.head)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [row for method in args.methods for row in bench_method(args, method, prompts, out.parent)]
-    table = format_rows(rows, args)
+    table = format_rows(rows, args, sizes)
     print(table)
-    out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1) + "\n")
+    out.write_text(json.dumps({"args": vars(args), "prompt_tokens": sizes, "rows": rows}, indent=1) + "\n")
     out.with_suffix(".md").write_text(table + "\n")
     print(f"\nresults: {out}, {out.with_suffix('.md')}")
 

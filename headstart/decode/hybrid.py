@@ -23,7 +23,9 @@ heads' softmax products, an EAGLE-2 tree's exp of the cumulative draft log-proba
 budget with the corpus instead (`decode.hybrid_nodes`, S):
 the head's nodes and the corpus tree's best-first paths (count / (occurrences + 1) along the path)
 compete, and the S most probable of both form the tree (`shared_tree`), so that the head's nodes
-join where it is surer than the corpus and the corpus's where the target repeats itself.
+join where it is surer than the corpus and the corpus's where the target repeats itself. The head's
+probabilities can be weighed (`decode.hybrid_head_weight`, w: w x p against the corpus's ratio): a
+head trained for an hour is right more often than its probabilities say against the table's.
 Any other head's tree is kept whole. While the text copies its context (the last branch was at
 least L long and accepted whole), the step verifies the branch alone, as prompt lookup alone
 would, without the head's drafting and width, and the branch doubles after each step that
@@ -181,7 +183,7 @@ class HybridDrafter:
         self.inner = None if inner is None else inner.drafter() if hasattr(inner, "drafter") else copy.copy(inner)
         self.branch = Branch(head.max_tokens, head.max_ngram, head.stats, adapt=True, copy_tokens=head.copy_tokens)
         self.corpus = _CorpusTree(head.corpus, head.corpus_nodes, head.stats) if head.uses_corpus else None
-        self.shared_nodes, self.sure = head.shared_nodes, head.sure
+        self.shared_nodes, self.sure, self.head_weight = head.shared_nodes, head.sure, head.head_weight
         self.pending: DraftState | None = None  # what was committed while the head sat out
 
     def propose(self, state: DraftState, tree_or_spec) -> Proposal:
@@ -224,7 +226,7 @@ class HybridDrafter:
     def _shared(self, proposal: Proposal, root: int) -> Proposal:
         """The head's scored nodes and the corpus's competing for `shared_nodes` (`shared_tree`),
         as a proposal of their own; the corpus paths taken are kept to be credited."""
-        head = scored_paths(proposal)
+        head = [(path, p * self.head_weight) for path, p in scored_paths(proposal)]
         corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
         chosen = shared_tree(head, corpus, self.shared_nodes)
         from_corpus = {tuple(p) for p, _ in corpus}
@@ -247,13 +249,17 @@ class HybridHead:
     needs_features = True
 
     def __init__(self, head, max_tokens: int = 10, max_ngram: int = 2, copy_tokens: int = 0, corpus=None,
-                 corpus_nodes: int = 8, shared_nodes: int = 0, sure: float = 0.0, tree: DynamicTreeSpec | None = None):
+                 corpus_nodes: int = 8, shared_nodes: int = 0, sure: float = 0.0, tree: DynamicTreeSpec | None = None,
+                 head_weight: float = 1.0):
         check_lookup_settings(max_tokens, max_ngram)
         self.head, self.max_tokens, self.max_ngram = head, max_tokens, max_ngram
         self.copy_tokens = max(copy_tokens, max_tokens)
         self.corpus, self.corpus_nodes = corpus, corpus_nodes
         # Only a head that scores its nodes shares, and only with a corpus tree.
         self.shared_nodes = shared_nodes if trait(head, "scores_drafts") and self.uses_corpus else 0
+        if not head_weight > 0:
+            raise ValueError(f"the head's weight in a shared tree must be > 0, got {head_weight!r}")
+        self.head_weight = head_weight if self.shared_nodes else 1.0
         self.sure = sure if head is not None and self.uses_corpus else 0.0  # 0: the head drafts at every step
         self.hybrid_tree = tree if trait(head, "dynamic") else None  # a dynamic head's tree here; None = its own
         self.kind = "corpus+lookup" if head is None else f"{head.kind}+lookup"
@@ -295,6 +301,8 @@ class HybridHead:
             settings["shared_nodes"] = self.shared_nodes
         if self.sure:
             settings["sure"] = self.sure
+        if self.head_weight != 1.0:
+            settings["head_weight"] = self.head_weight
         if self.head is None:
             settings["head"] = False
         return settings
@@ -320,6 +328,7 @@ class HybridSettings:
     hybrid_nodes: int = 0  # nodes a scoring head's tree and the corpus tree share (0 = the head's tree whole)
     hybrid_sure: float = 0.0  # the head sits out steps the corpus table is this sure of (0 = never)
     hybrid_tree: tuple[int, ...] = ()  # (depth, top_k, total_tokens) an EAGLE head drafts in a hybrid; () = its own tree
+    hybrid_head_weight: float = 1.0  # the head's path probabilities are multiplied by this in the shared tree
 
     @classmethod
     def from_decode(cls, decode) -> HybridSettings:
@@ -336,7 +345,7 @@ def with_lookup(head, settings: HybridSettings, corpus=None):
     corpus = trait(head, "corpus") if corpus is None else corpus
     tree = DynamicTreeSpec(*settings.hybrid_tree) if settings.hybrid_tree else None
     return HybridHead(head, settings.prompt_lookup, settings.lookup_ngram, settings.lookup_copy, corpus,
-                      settings.corpus_draft, settings.hybrid_nodes, settings.hybrid_sure, tree)
+                      settings.corpus_draft, settings.hybrid_nodes, settings.hybrid_sure, tree, settings.hybrid_head_weight)
 
 
 def verified_bounds(settings: dict) -> tuple[int, int]:

@@ -158,10 +158,12 @@ def learning_counts(corpus, prompts: list[list[int]], texts: list[list[int]], k:
     from headstart.serve.learn import DEFAULT_CAP, LearningTable
     from headstart.serve.proposer import along_text_counts
 
+    if not learn and corpus is not None:
+        return [along_text_counts(corpus, [prompt], [text], k) for prompt, text in zip(prompts, texts, strict=True)]
     table = LearningTable.of(corpus, cap or DEFAULT_CAP) if corpus is not None else LearningTable(4, 4, cap or DEFAULT_CAP)
     out = []
     for prompt, text in zip(prompts, texts, strict=True):
-        out.append(along_text_counts(table if learn else corpus or table, [prompt], [text], k))
+        out.append(along_text_counts(table, [prompt], [text], k))
         if learn:
             table.count(text)
     return out

@@ -101,9 +101,10 @@ def swap(new: Path, old: Path) -> Path:
 
 
 def promote(target, new_path: str | Path, old_path: str | Path, prompts: str | Path, k: int = 3, margin: float = 0.02,
-            num_prompts: int = NUM_PROMPTS) -> dict:
+            num_prompts: int = NUM_PROMPTS, rows: list[dict] | None = None) -> dict:
     """Compare the two heads along the logged chats and swap the folders when the new one is better (module doc).
-    Returns the report: each head's counts, the margin, whether it was promoted and where the old head went."""
+    Returns the report: each head's counts, the margin, whether it was promoted and where the old head went.
+    `rows`: the chats `logged_rows(prompts, num_prompts)` returned, where the caller has read them already."""
     from headstart.heads.checkpoint import load_heads
     from headstart.serve.prediction import along_text_acceptance
 
@@ -111,7 +112,7 @@ def promote(target, new_path: str | Path, old_path: str | Path, prompts: str | P
     refusal = promote_refusal(new, old)
     if refusal:
         raise PromoteError(refusal)
-    rows = logged_rows(prompts, num_prompts)
+    rows = logged_rows(prompts, num_prompts) if rows is None else rows
     heads = {"new": load_heads(new, target=target), "old": load_heads(old, target=target)}  # both checked first
     prompt_ids, texts = texts_of(target.tokenizer, rows)
     counts = {name: along_text_acceptance(target, head, prompt_ids, texts, k) for name, head in heads.items()}

@@ -191,7 +191,8 @@ def prepare(recipe, target, head_path: str | Path, method: str, k: int, extra_en
     layout, vllm_method = check_method(head, method, k)
     export, reused = cached_export(folder, target, layout) if layout else (None, False)
     engine = method_engine(method, head, vllm_method, export, k)
-    env = {**(corpus_env(folder) if uses_corpus(engine) else {}), **engine.get("env", {}), **(extra_env or {})}
+    table = uses_corpus(engine) and trait(head, "corpus") is not None  # a hybrid without a table: head + lookup
+    env = {**(corpus_env(folder) if table else {}), **engine.get("env", {}), **(extra_env or {})}
     return ServePlan(model=model_folder(recipe.target.name_or_path), name=target.name, dtype=str(target.dtype).removeprefix("torch."),
                      method=method, k=k, engine=engine, env=env, export=export, reused=reused)
 

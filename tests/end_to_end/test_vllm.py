@@ -446,8 +446,10 @@ SERVED_METHODS = ("head", "hybrid", "corpus")
 ASKED_METHODS = (*SERVED_METHODS, "ngram")
 #: each prompt is asked four ways: chat and completion (its token ids), each streamed and not
 WAYS = (("chat", False), ("chat", True), ("completion", False), ("completion", True))
-#: then REQUESTS chat requests from CONCURRENT clients at once
+#: then REQUESTS chat requests from CONCURRENT clients at once, over PROMPTS and LONG_PROMPTS: mixed lengths up to
+#: the tiny target's context (1024), each asked alone first
 REQUESTS, CONCURRENT = 16, 4
+LONG_PROMPTS = [" ".join(f"Mill {i} stands on the river bank." for i in range(n)) + " Which mill is last?" for n in (40, 95)]
 
 
 
@@ -479,7 +481,7 @@ def serve_and_ask(recipe, head_folder, method: str, cache, prompts: list[list[in
     CONCURRENT clients at once (REQUESTS requests), and SIGTERM sent."""
     from openai import DefaultHttpxClient, OpenAI
 
-    from headstart.serve.load import free_port, run_load, started_server
+    from headstart.serve.load import ask_chat, free_port, run_load, started_server
     from headstart.serve.server import served_counts
 
     argv = [str(recipe), "--head", str(head_folder), "--method", method, "--k", str(K), "--eager"]
@@ -489,8 +491,9 @@ def serve_and_ask(recipe, head_folder, method: str, cache, prompts: list[list[in
                         http_client=DefaultHttpxClient(trust_env=False))
         answers = [[ask(client, server.model, text, ids, way, stream) for way, stream in WAYS] for text, ids in zip(PROMPTS, prompts)]
         counts = served_counts(server.url)
-        concurrent, _ = run_load(server.url, server.model, PROMPTS, REQUESTS, CONCURRENT, NEW, ignore_eos=True)
-    return {"server": server, "answers": answers, "counts": counts, "concurrent": concurrent}
+        alone = [a[0] for a in answers] + [ask_chat(server.url, server.model, p, NEW, ignore_eos=True) for p in LONG_PROMPTS]
+        concurrent, _ = run_load(server.url, server.model, [*PROMPTS, *LONG_PROMPTS], REQUESTS, CONCURRENT, NEW, ignore_eos=True)
+    return {"server": server, "answers": answers, "counts": counts, "alone": alone, "concurrent": concurrent}
 
 
 @pytest.fixture(scope="module")
@@ -540,15 +543,18 @@ def test_served_counters_equal_headstarts_prediction_along_the_served_text(opena
     assert v == {key: predicted[key] for key in ("drafts", "draft_tokens", "accepted", "accepted_per_pos")}, (v, predicted)
 
 
-def test_concurrent_requests_answer_as_sequential_ones(openai_served):
-    """REQUESTS requests from CONCURRENT clients at once (vLLM batches them) all complete, each with the answer
-    its prompt got alone (float32, temperature 0)."""
+def test_concurrent_requests_answer_as_sequential_ones(openai_served, smol_tokenizer):
+    """REQUESTS requests of mixed lengths (up to near the context) from CONCURRENT clients at once (vLLM batches
+    them) all complete, each with the answer its prompt got alone (float32, temperature 0): none lost, none
+    given another's answer."""
+    lengths = [len(encode_chat(smol_tokenizer, [{"role": "user", "content": p}])[0]) for p in LONG_PROMPTS]
+    assert 300 < lengths[0] < 600 and 900 < lengths[1] <= 1024 - NEW, lengths
     for method, run in openai_served["runs"].items():
-        concurrent = run["concurrent"]
-        assert len(concurrent) == REQUESTS
+        concurrent, alone = run["concurrent"], run["alone"]
+        assert len(concurrent) == REQUESTS and all(len(a["ids"]) == NEW for a in alone), method
         for i, answer in enumerate(concurrent):
-            alone = run["answers"][i % len(PROMPTS)][0]
-            assert (answer["ids"], answer["text"]) == (alone["ids"], alone["text"]), (method, i)
+            first = alone[i % len(alone)]
+            assert (answer["ids"], answer["text"]) == (first["ids"], first["text"]), (method, i)
 
 
 def test_serve_prints_how_to_reach_it_and_stops_its_whole_process_group(openai_served):

@@ -144,6 +144,34 @@ def test_a_shared_proposal_keeps_the_budget_and_a_head_without_scores_keeps_its_
     assert HybridHead(perturbed_of("medusa", target), 4, corpus=None, shared_nodes=6).lookup_settings().get("shared_nodes") is None
 
 
+def test_the_heads_weight_moves_the_shared_budget_and_stays_lossless():
+    """decode.hybrid_head_weight: the head's probabilities weighed x1000 take the shared places the corpus's
+    held at x0.001 (the same step drafted both ways); decoding with a weight of 4 still equals plain decoding
+    (float32); the weight reaches the hybrid from the recipe and is reported, and a weight <= 0 is refused."""
+    target = tiny_target("llama")
+    corpus = _own_corpus(target)
+    prompt = random_prompts()[:1]
+    first = target(prompt)
+    state = DraftState(first.hidden[:, -1], target.logits(first.hidden[:, -1]).argmax(-1), first.hidden, prompt, 0)
+    added = {}
+    for weight in (0.001, 1000.0):
+        hybrid = HybridHead(perturbed_of("medusa", target), max_tokens=4, corpus=corpus, corpus_nodes=8, shared_nodes=6,
+                            head_weight=weight)
+        proposal = hybrid.drafter().propose(state, load_tree("tree8"))
+        assert 6 <= proposal.tokens.shape[1] <= 6 + 4
+        added[weight] = hybrid.stats.corpus_added
+    assert added[1000.0] < added[0.001], added
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 40, eos_token_id=[])
+    decode = DecodeConfig(prompt_lookup=4, corpus_draft=8, hybrid_nodes=6, hybrid_head_weight=4.0)
+    hybrid = with_lookup(perturbed_of("eagle3", target), HybridSettings.from_decode(decode), corpus=corpus)
+    assert hybrid.head_weight == 4.0 and hybrid.lookup_settings()["head_weight"] == 4.0
+    gen = hs.SpeculativeGenerator(target, hybrid, depth=3, top_k=2, total_tokens=6)
+    assert torch.equal(gen.generate(prompts, 40, eos_token_id=[]).sequences, ref.sequences)
+    with pytest.raises(ValueError, match="must be > 0"):
+        HybridHead(perturbed_of("medusa", target), 4, corpus=corpus, shared_nodes=6, head_weight=0.0)
+
+
 def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
     target = tiny_target("llama")
     corpus = _own_corpus(target)

@@ -23,6 +23,7 @@ from headstart.serve.proposer import ENV, HYBRID_ENV
 from headstart.serve.served_log import CAP_ENV as LOG_CAP_ENV
 from headstart.serve.served_log import LOG_ENV
 from headstart.serve.server import learn_env, local_url, log_env, prepare, vllm_command
+from headstart.serve.worker import ServingError
 from headstart.target import Target
 from tests.helpers import assert_one_error_line, run_cli, snapshot, tiny_config
 
@@ -43,12 +44,14 @@ def work(tmp_path_factory, smol_tokenizer) -> dict:
     target, other = (Target.from_pretrained(root / name, dtype=torch.float32) for name in ("target", "another-model"))
     hs.heads.build("medusa", target, num_heads=3).save_pretrained(root / "medusa", target)
     hs.heads.build("eagle3", target).save_pretrained(root / "eagle3", target)
+    hs.heads.build("eagle3", target).save_pretrained(root / "eagle3-no-table", target)
     CorpusNgram.build([[5, 6, 7, 8], [5, 6, 9]], order=3).save(root / "eagle3")
     hs.heads.build("medusa", other, num_heads=3).save_pretrained(root / "other", other)
     (root / "recipe.yaml").write_text(yaml.safe_dump({"target": {"name_or_path": str(root / "target"), "dtype": "float32"}}))
     CorpusNgram.build([[1, 2, 3]], order=2).save((root / "foreign").mkdir() or root / "foreign")  # a table --learn did not write
     (root / "a-file").write_text("mine")
     return {"R": str(root / "recipe.yaml"), "M": str(root / "medusa"), "E": str(root / "eagle3"), "O": str(root / "other"),
+            "N": str(root / "eagle3-no-table"),
             "X": str(root / "foreign"), "F": str(root / "a-file"), "root": root}
 
 
@@ -133,6 +136,20 @@ def test_each_method_is_served_with_serve_checks_engine(env):
     assert "--speculative-config" not in vllm_command("python", plain, "127.0.0.1", 8123)
     other = prepare(recipe, target, env["M"], "head", 3)  # another head: another key
     assert other.export.parent != head.export.parent and other.export.name == "vllm-medusa"
+
+
+def test_a_hybrid_without_a_table_drafts_from_the_head_and_the_lookup(env):
+    """An EAGLE-3 head saved without a corpus table serves --method hybrid as head + prompt lookup: the plugin is
+    switched on and no table folder is named (the plugin would refuse a folder without one); --learn starts the
+    table empty; --method corpus is still refused."""
+    recipe = load_recipe(env["R"], [])
+    target = Target.from_pretrained(env["root"] / "target", dtype=torch.float32)
+    hybrid = prepare(recipe, target, env["N"], "hybrid", 2)
+    assert hybrid.env == {HYBRID_ENV: "1"} and hybrid.export is not None
+    learning = prepare(recipe, target, env["N"], "hybrid", 2, learn_env("hybrid", env["N"]))
+    assert ENV not in learning.env and learning.env[HYBRID_ENV] == "1" and LEARN_ENV in learning.env
+    with pytest.raises(ServingError, match="holds no corpus table"):
+        prepare(recipe, target, env["N"], "corpus", 2)
 
 
 def test_the_url_reaches_a_wildcard_host_through_the_loopback():
