@@ -158,9 +158,10 @@ def learning_counts(corpus, prompts: list[list[int]], texts: list[list[int]], k:
     from headstart.serve.learn import DEFAULT_CAP, LearningTable
     from headstart.serve.proposer import along_text_counts
 
-    if not learn and corpus is not None:
-        return [along_text_counts(corpus, [prompt], [text], k) for prompt, text in zip(prompts, texts, strict=True)]
-    table = LearningTable.of(corpus, cap or DEFAULT_CAP) if corpus is not None else LearningTable(4, 4, cap or DEFAULT_CAP)
+    if corpus is None:
+        table = LearningTable(4, 4, cap or DEFAULT_CAP)
+    else:  # a frozen table drafts from the head's own counts: no learning copy
+        table = LearningTable.of(corpus, cap or DEFAULT_CAP) if learn else corpus
     out = []
     for prompt, text in zip(prompts, texts, strict=True):
         out.append(along_text_counts(table, [prompt], [text], k))
