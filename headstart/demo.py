@@ -23,8 +23,8 @@ from headstart.jsonl import read_jsonl
 from headstart.recipe import load_recipe
 
 DEMO_RECIPE = "recipes/smollm2-135m/eagle3.yaml"
-# The demo's training clock, longer than the recipes' 11 minutes (which keep the head kinds comparable): a fresh
-# clone's whole demo took 16.3 minutes with 11, and a head's margin over head-free drafting grows with its steps
+# The demo's training clock, longer than the recipes' 11 minutes (which keep the head kinds comparable): the whole
+# demo from a fresh clone still fits its 25 minutes on 2 cores, and the head gets more steps
 # (docs/results.md#make-demo-with-a-15-minute-head). `headstart demo train.max_minutes=M` sets another.
 DEMO_MINUTES = 15
 QUICK = [

@@ -58,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--humaneval", type=int, default=10, help="also serve the first N HumanEval prompts (0: not)")
     ap.add_argument("--compiled", action="store_true", help="vLLM compiled (its default) instead of eager")
     ap.add_argument("--smoke", action="store_true", help="every part at its tiniest size: " + json.dumps(SMOKE))
+    ap.add_argument("--serve-from", default=None, metavar="DIR",
+                    help="serve the heads an earlier run left in DIR (DIR/headstart/final, speculators' newest checkpoint) "
+                         "instead of preparing data and training again (a run stopped while serving; other engines)")
     ap.add_argument("--out", default="runs/bench_peers")
     return ap
 
@@ -86,6 +89,11 @@ def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argpars
         ap.error(f"--out {out} exists and is not an empty folder: both trainers would resume from what is there; give a new --out")
     if not Path(args.recipe).is_file():
         ap.error(f"no recipe at {args.recipe}")
+    if args.serve_from is not None:
+        earlier = Path(args.serve_from)
+        if not (earlier / "headstart" / "final").is_dir() or not any((earlier / "speculators").glob("*/model.safetensors")):
+            ap.error(f"--serve-from {earlier}: no trained heads there (headstart/final and a speculators checkpoint "
+                     "under speculators/, as a run of this script leaves them)")
     if not PEERS_PYTHON.is_file():
         ap.error(f"{PEERS_PYTHON} is missing: run `make peers` (speculators' environment)")
     if args.suffix_ks and not SUFFIX_PYTHON.is_file():
@@ -97,7 +105,7 @@ def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argpars
 
 def prepare_speculators_data(recipe, target, examples, out: Path) -> dict:
     """speculators' data folder at out/data: our rows through its prepare-data, our hidden-state files. Timed."""
-    from headstart.train.peer_data import write_speculators_data, write_speculators_hidden_states
+    from headstart.train.peer_data import prepared_token_ids, write_speculators_data, write_speculators_hidden_states
 
     data = out / "data"
     out.mkdir(parents=True, exist_ok=True)
@@ -106,7 +114,8 @@ def prepare_speculators_data(recipe, target, examples, out: Path) -> dict:
     run_peer(["prepare-data", "--model", model_dir(recipe), "--data", str(rows), "--output", str(data), "--seq-length",
               str(recipe.data.max_length), "--no-skip-token-freq", "--num-preprocessing-workers", "1"], out / "prepare-data.log")
     prepared = time.perf_counter()
-    write_speculators_hidden_states(target, examples, data / "hidden_states")
+    # in the prepared dataset's order: prepare-data shuffles, and the trainer pairs dataset row i with file hs_<i>
+    write_speculators_hidden_states(target, prepared_token_ids(data), data / "hidden_states")
     return {"examples": len(examples), "prepare_seconds": prepared - started, "hidden_state_seconds": time.perf_counter() - prepared,
             "hidden_state_bytes": sum(p.stat().st_size for p in (data / "hidden_states").iterdir())}
 
@@ -167,6 +176,18 @@ def speculators_train_args(recipe, target, data: Path, save: Path, steps: int | 
     return argv
 
 
+def earlier_heads(earlier: Path) -> tuple[Path, Path, dict]:
+    """The heads a run of this script left in `earlier`, and what their training logs say of them."""
+    import re
+
+    summary = json.loads((earlier / "headstart" / "train_summary.json").read_text()) if (earlier / "headstart" / "train_summary.json").is_file() else {}
+    log = earlier / "speculators.log"
+    planned = re.findall(r"trainer/max_steps=([0-9]+)", log.read_text(errors="replace")) if log.is_file() else []
+    return earlier / "headstart" / "final", newest_checkpoint(earlier / "speculators"), {
+        "served_from": str(earlier), "headstart": {k: summary.get(k) for k in ("steps", "train_seconds", "heldout")},
+        "speculators": {"planned_steps": int(planned[-1]) if planned else None}}
+
+
 def newest_checkpoint(save: Path) -> Path:
     """The newest folder speculators saved a model in (per epoch, or on SIGTERM)."""
     found = [p.parent for p in save.glob("*/model.safetensors") if p.parent.name != "checkpoint_best"]
@@ -184,12 +205,24 @@ def logged_step_seconds(log: Path) -> float | None:
     return statistics.median(found) if found else None
 
 
+def check_trained(log: Path) -> None:
+    """Stop when speculators logged a loss of 0 at every step: it drops each sample whose hidden-state file holds
+    other tokens than its dataset row (a warning per sample) and then trains on nothing, without failing."""
+    import re
+
+    losses = [float(m) for m in re.findall(r"train/loss=([0-9.]+(?:e[+-]?[0-9]+)?)", log.read_text(errors="replace"))]
+    if losses and not any(losses):
+        raise SystemExit(f"bench_peers: error: speculators trained on no tokens (train/loss 0 at all {len(losses)} logged steps: "
+                         f"its samples were dropped, its log says why): {log}")
+
+
 def train_speculators(recipe, target, data: Path, minutes: float, probe_steps: int, out: Path) -> tuple[Path, dict]:
     """A probe of `probe_steps` steps, then a run whose steps fit the clock: a step's time is speculators' own
     (`profile/step_ms` in its log, the median), else the probe's wall time per step, start-up included."""
     probe = out / "speculators-probe"
     started = time.perf_counter()
     run_peer(speculators_train_args(recipe, target, data, probe, probe_steps, epochs=1), out / "speculators-probe.log")
+    check_trained(out / "speculators-probe.log")
     per_step = logged_step_seconds(out / "speculators-probe.log") or (time.perf_counter() - started) / probe_steps
     steps = max(1, int(minutes * 60 / per_step))
     save = out / "speculators"
@@ -288,20 +321,32 @@ def main(argv: list[str] | None = None) -> None:
         recipe = replace(recipe, data=replace(recipe.data, limit=args.examples))
     if args.smoke:
         recipe = replace(recipe, data=replace(recipe.data, max_length=SMOKE["max_length"]))
-    trained, _, _ = training_examples(target.tokenizer, recipe.data)
     report = {"recipe": args.recipe, "minutes": args.minutes, "args": vars(args)}
-    report["data"] = prepare_speculators_data(recipe, target, trained, out / "speculators-data")
-    data = out / "speculators-data" / "data"
-    head_path, report["headstart"] = train_headstart(recipe, target, args.minutes, out)
-    spec_folder, report["speculators"] = train_speculators(recipe, target, data, args.minutes, args.probe_steps, out)
+    if args.serve_from is not None:
+        head_path, spec_folder, trained_by = earlier_heads(Path(args.serve_from))
+        report.update(trained_by)
+    else:
+        trained, _, _ = training_examples(target.tokenizer, recipe.data)
+        report["data"] = prepare_speculators_data(recipe, target, trained, out / "speculators-data")
+        data = out / "speculators-data" / "data"
+        head_path, report["headstart"] = train_headstart(recipe, target, args.minutes, out)
+        spec_folder, report["speculators"] = train_speculators(recipe, target, data, args.minutes, args.probe_steps, out)
     sets = [("held-out prompts", recipe.eval)]
     if args.humaneval:
         sets.append(("HumanEval", replace(recipe.eval, prompts="humaneval", num_prompts=args.humaneval, categories=[])))
     if args.smoke:
         sets = [(label, replace(cfg, num_prompts=SMOKE["prompts"], max_new_tokens=SMOKE["max_new_tokens"])) for label, cfg in sets]
     tables = []
+    from headstart.serve.worker import ServingError
+
     for label, cfg in sets:
-        report[label] = serve_all(recipe, target, head_path, spec_folder, args, out, cfg, label.split()[0].lower())
+        try:
+            report[label] = serve_all(recipe, target, head_path, spec_folder, args, out, cfg, label.split()[0].lower())
+        except ServingError as e:  # the heads are kept: --serve-from serves them again
+            killed = " (killed: most likely out of memory; every engine is held at once: serve fewer)" if "status -9" in str(e) else ""
+            raise SystemExit(f"bench_peers: error: vLLM failed serving the {label}{killed}: {str(e).splitlines()[0]} "
+                             f"Its log: {out / (label.split()[0].lower() + '.vllm.log')}; serve the trained heads again with "
+                             f"--serve-from {args.serve_from or out}") from None
         tables.append(table(label, report[label]))
     write_json(out / "bench_peers.json", report)
     write_text(out / "bench_peers.md", "\n\n".join(tables) + "\n")

@@ -39,18 +39,26 @@ def speculators_layer_ids(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3, num_layers]
 
 
-def write_speculators_hidden_states(target, examples: list[Example], folder: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
-    """The files speculators' trainer reads for `examples` (in order: hs_<i>.safetensors for row i of
-    `write_speculators_data`), computed by headstart's target instead of vLLM's hidden-state connector:
-    "hidden_states" (T, 4, D), the outputs of decoder layers i - 1 for i in `speculators_layer_ids`, and
-    "token_ids" (T,). vLLM's ExampleHiddenStatesConnector, which speculators' data generation runs, copies
-    through CUDA streams and pinned memory and fails on a CPU (docs/peers.md)."""
+def write_speculators_hidden_states(target, rows: list[list[int]], folder: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """The files speculators' trainer reads: hs_<i>.safetensors for row i of its prepared dataset, whose token ids
+    `rows` holds in that dataset's order (its prepare-data shuffles the rows it is given, and its trainer reads
+    file i for dataset row i and drops every row whose file holds other tokens). Computed by headstart's target
+    instead of vLLM's hidden-state connector: "hidden_states" (T, 4, D), the outputs of decoder layers i - 1 for
+    i in `speculators_layer_ids`, and "token_ids" (T,). vLLM's ExampleHiddenStatesConnector, which speculators'
+    data generation runs, copies through CUDA streams and pinned memory and fails on a CPU (docs/peers.md)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     layers = [i - 1 for i in speculators_layer_ids(target.num_layers)]  # output-of-layer ids
-    for i, example in enumerate(examples):
-        ids = torch.tensor([example.input_ids], dtype=torch.long, device=target.device)  # (1, T)
+    for i, row in enumerate(rows):
+        ids = torch.tensor([list(map(int, row))], dtype=torch.long, device=target.device)  # (1, T)
         out = target.forward(ids, feature_layers=layers)
         states = torch.stack([out.features[j][0] for j in layers], dim=1)  # (T, 4, D)
         write_safetensors(folder / f"hs_{i}.safetensors", {"hidden_states": states.to(dtype), "token_ids": ids[0]})
     return folder
+
+
+def prepared_token_ids(folder: str | Path) -> list[list[int]]:
+    """The token ids of each row of a dataset speculators' prepare-data saved (`datasets.save_to_disk`), in its order."""
+    import datasets
+
+    return [list(map(int, ids)) for ids in datasets.load_from_disk(str(folder))["input_ids"]]

@@ -98,3 +98,29 @@ def test_speculators_step_time_comes_from_its_log(bench, tmp_path):
     assert bench.logged_step_seconds(log) == pytest.approx(1.03)
     log.write_text("no profile lines\n")
     assert bench.logged_step_seconds(log) is None
+
+
+def test_serving_again_the_heads_an_earlier_run_left(bench, tmp_path, capsys):
+    earlier, out = tmp_path / "earlier", ["--out", str(tmp_path / "out")]
+    assert "no trained heads there" in refused(bench, [RECIPE, "--serve-from", str(earlier), *out], capsys)
+    (earlier / "headstart" / "final").mkdir(parents=True)
+    (earlier / "headstart" / "train_summary.json").write_text('{"steps": 577, "train_seconds": 661.5, "heldout": {"top1": [0.38]}}')
+    assert "no trained heads there" in refused(bench, [RECIPE, "--serve-from", str(earlier), *out], capsys)  # speculators' missing
+    (earlier / "speculators" / "0").mkdir(parents=True)
+    (earlier / "speculators" / "0" / "model.safetensors").write_text("")
+    (earlier / "speculators.log").write_text("  trainer/max_steps=245, logging/logger='',\n")
+    assert check(bench, [RECIPE, "--serve-from", str(earlier), *out]).serve_from == str(earlier)
+    head, spec, trained_by = bench.earlier_heads(earlier)
+    assert head == earlier / "headstart" / "final" and spec == earlier / "speculators" / "0"
+    assert trained_by["headstart"]["steps"] == 577 and trained_by["speculators"] == {"planned_steps": 245}
+
+
+def test_a_speculators_run_that_trained_on_nothing_stops_the_bench(bench, tmp_path):
+    log = tmp_path / "probe.log"
+    log.write_text("  train/loss_0=0.00e+00, train/loss=0.00e+00,\n  train/loss=0.00e+00,\n")
+    with pytest.raises(SystemExit, match="speculators trained on no tokens"):
+        bench.check_trained(log)
+    log.write_text("  train/loss=0.00e+00,\n  train/loss=9.21e+00,\n")
+    bench.check_trained(log)  # a first step may log 0; a later one learned
+    log.write_text("nothing logged\n")
+    bench.check_trained(log)

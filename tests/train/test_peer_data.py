@@ -8,7 +8,12 @@ from safetensors.torch import load_file
 
 from headstart.config import DataConfig
 from headstart.train.data import training_examples
-from headstart.train.peer_data import speculators_layer_ids, write_speculators_data, write_speculators_hidden_states
+from headstart.train.peer_data import (
+    prepared_token_ids,
+    speculators_layer_ids,
+    write_speculators_data,
+    write_speculators_hidden_states,
+)
 from tests.helpers import smol_target, write_conversations
 
 
@@ -26,12 +31,24 @@ def test_rows_are_the_trainers_own_examples_and_hidden_states_its_layers(tmp_pat
 
     target = smol_target(smol_tokenizer, layers=6)
     assert speculators_layer_ids(6) == [2, 3, 3, 6] and speculators_layer_ids(30) == [2, 15, 27, 30]
-    folder = write_speculators_hidden_states(target, trained[:2], tmp_path / "hs", dtype=torch.float32)
-    for i, example in enumerate(trained[:2]):
+    shuffled = [trained[1].input_ids, trained[0].input_ids]  # the order of speculators' prepared dataset, not ours
+    folder = write_speculators_hidden_states(target, shuffled, tmp_path / "hs", dtype=torch.float32)
+    for i, row in enumerate(shuffled):
         saved = load_file(folder / f"hs_{i}.safetensors")
-        ids = torch.tensor([example.input_ids])
+        ids = torch.tensor([row])
         out = target.forward(ids, feature_layers=[1, 2, 5])
-        assert torch.equal(saved["token_ids"], ids[0]) and saved["hidden_states"].shape == (len(example.input_ids), 4, 32)
+        assert torch.equal(saved["token_ids"], ids[0]) and saved["hidden_states"].shape == (len(row), 4, 32)
         for j, layer in enumerate([1, 2, 2, 5]):  # vLLM capture id i: the output of layer i - 1; the last: before the final norm
             assert torch.equal(saved["hidden_states"][:, j], out.features[layer][0])
         assert not torch.allclose(saved["hidden_states"][:, 3], out.hidden[0])  # the final norm is not applied
+
+
+def test_the_prepared_datasets_order_is_read_back(tmp_path):
+    """speculators' prepare-data shuffles the rows; its trainer pairs dataset row i with hs_<i>: the files follow the
+    order its saved dataset holds (a dataset saved as prepare-data saves one, by the same library)."""
+    import datasets
+
+    rows = [{"input_ids": [5, 6, 7], "loss_mask": [0, 1, 1], "seq_len": 3}, {"input_ids": [9, 8], "loss_mask": [0, 1], "seq_len": 2}]
+    datasets.Dataset.from_list(rows).shuffle(seed=0).save_to_disk(str(tmp_path / "data"))
+    order = prepared_token_ids(tmp_path / "data")
+    assert sorted(order) == [[5, 6, 7], [9, 8]] and order == [r["input_ids"] for r in datasets.load_from_disk(str(tmp_path / "data"))]

@@ -35,6 +35,18 @@ from headstart.train.trainer import train, zero3_loading, zero_stage
 from tests.helpers import ROOT, assert_close
 
 WORDS = [" cat", " dog", " red", " blue", " sun", " sea", " tree", " car"]  # one token each
+SHM = Path("/dev/shm")
+
+
+@pytest.fixture(autouse=True)
+def shm_buffers_removed():
+    """DeepSpeed's CPU communication op leaves its shared-memory buffers (/dev/shm/deepspeed_allreduce_buffer_*,
+    69 MB a process) behind when the processes end; a run of this module would leak them into the machine's
+    memory. The ones a test made are removed after it."""
+    before = set(SHM.glob("deepspeed_allreduce_buffer_*")) if SHM.is_dir() else set()
+    yield
+    for buffer in (set(SHM.glob("deepspeed_allreduce_buffer_*")) if SHM.is_dir() else set()) - before:
+        buffer.unlink(missing_ok=True)
 
 
 
