@@ -178,11 +178,9 @@ def speculators_train_args(recipe, target, data: Path, save: Path, steps: int | 
 
 def earlier_heads(earlier: Path) -> tuple[Path, Path, dict]:
     """The heads a run of this script left in `earlier`, and what their training logs say of them."""
-    import re
-
     summary = json.loads((earlier / "headstart" / "train_summary.json").read_text()) if (earlier / "headstart" / "train_summary.json").is_file() else {}
     log = earlier / "speculators.log"
-    planned = re.findall(r"trainer/max_steps=([0-9]+)", log.read_text(errors="replace")) if log.is_file() else []
+    planned = logged(log, "trainer/max_steps") if log.is_file() else []
     return earlier / "headstart" / "final", newest_checkpoint(earlier / "speculators"), {
         "served_from": str(earlier), "headstart": {k: summary.get(k) for k in ("steps", "train_seconds", "heldout")},
         "speculators": {"planned_steps": int(planned[-1]) if planned else None}}
@@ -196,21 +194,25 @@ def newest_checkpoint(save: Path) -> Path:
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
+def logged(log: Path, key: str) -> list[float]:
+    """Every value speculators logged in `log` as `<key>=<number>`, in order."""
+    import re
+
+    return [float(m) for m in re.findall(rf"{re.escape(key)}=([0-9.]+(?:e[+-]?[0-9]+)?)", log.read_text(errors="replace"))]
+
+
 def logged_step_seconds(log: Path) -> float | None:
     """The median of the step times speculators logs (`profile/step_ms=<ms>`), None when it logged none."""
-    import re
     import statistics
 
-    found = [float(m) / 1000 for m in re.findall(r"profile/step_ms=([0-9.]+(?:e[+-]?[0-9]+)?)", log.read_text(errors="replace"))]
+    found = [ms / 1000 for ms in logged(log, "profile/step_ms")]
     return statistics.median(found) if found else None
 
 
 def check_trained(log: Path) -> None:
     """Stop when speculators logged a loss of 0 at every step: it drops each sample whose hidden-state file holds
     other tokens than its dataset row (a warning per sample) and then trains on nothing, without failing."""
-    import re
-
-    losses = [float(m) for m in re.findall(r"train/loss=([0-9.]+(?:e[+-]?[0-9]+)?)", log.read_text(errors="replace"))]
+    losses = logged(log, "train/loss")
     if losses and not any(losses):
         raise SystemExit(f"bench_peers: error: speculators trained on no tokens (train/loss 0 at all {len(losses)} logged steps: "
                          f"its samples were dropped, its log says why): {log}")
