@@ -6,7 +6,9 @@
 1. Data: the recipe's training examples (train/data.py, its held-out split) become speculators' pretokenized
    rows (`speculators prepare-data` passes them through, no server) and its hidden-state files, computed by
    headstart's target (vLLM's hidden-state connector, which speculators' data generation runs, is CUDA-only;
-   docs/peers.md). Their time is reported, not charged to either clock.
+   docs/peers.md). Their time is reported, not charged to either clock. With `--features` headstart likewise
+   trains from the target's features cached before its clock (`headstart features`, `data.features_dir`; reported,
+   charged to neither), so that neither trainer runs the target inside its minutes.
 2. Training, the same `--minutes` each: headstart's EAGLE-3 recipe (`train.max_minutes`), and vLLM's
    speculators (`make peers`: .venv-peers) with its own defaults except what a CPU needs (scripts/peers/
    speculators_cpu.py; `--draft-vocab-size` from the recipe, `--total-seq-len` the tokens of one of headstart's
@@ -57,6 +59,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--hybrid-ks", type=int, nargs="+", default=[5], help="headstart's head as its hybrid, k; 0: not run")
     ap.add_argument("--humaneval", type=int, default=10, help="also serve the first N HumanEval prompts (0: not)")
     ap.add_argument("--compiled", action="store_true", help="vLLM compiled (its default) instead of eager")
+    ap.add_argument("--features", action="store_true",
+                    help="headstart trains from the target's features cached before its clock (out/headstart-features), as "
+                         "speculators trains from hidden states computed before its own; without it headstart runs the target "
+                         "inside every step of its minutes")
     ap.add_argument("--smoke", action="store_true", help="every part at its tiniest size: " + json.dumps(SMOKE))
     ap.add_argument("--serve-from", default=None, metavar="DIR",
                     help="serve the heads an earlier run left in DIR (DIR/headstart/final, speculators' newest checkpoint) "
@@ -75,6 +81,8 @@ def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argpars
         ap.error(f"--minutes must be > 0, got {args.minutes}")
     if args.examples is not None and args.examples < 2:
         ap.error(f"--examples must be at least 2 (speculators holds some out), got {args.examples}")
+    if args.features and args.serve_from is not None:
+        ap.error("--features changes how headstart trains; --serve-from trains nothing: give one of them")
     if args.probe_steps < 1:
         ap.error(f"--probe-steps must be at least 1, got {args.probe_steps}")
     for name in ("ks", "suffix_ks", "ngram_k", "corpus_ks", "hybrid_ks"):
@@ -118,6 +126,18 @@ def prepare_speculators_data(recipe, target, examples, out: Path) -> dict:
     write_speculators_hidden_states(target, prepared_token_ids(data), data / "hidden_states")
     return {"examples": len(examples), "prepare_seconds": prepared - started, "hidden_state_seconds": time.perf_counter() - prepared,
             "hidden_state_bytes": sum(p.stat().st_size for p in (data / "hidden_states").iterdir())}
+
+
+def cache_headstart_features(recipe, target, folder: Path):
+    """The recipe reading the target's features from `folder` (`data.features_dir`), written there first (what
+    `headstart features` writes). Timed, charged to neither clock."""
+    from headstart.train.features import write_features
+
+    recipe = replace(recipe, data=replace(recipe.data, features_dir=str(folder)))
+    started = time.perf_counter()
+    stats = write_features(recipe, target, progress=False)
+    return recipe, {"folder": str(folder), "tokens": stats["tokens"], "written_bytes": stats["written_bytes"],
+                    "seconds": time.perf_counter() - started}
 
 
 def model_dir(recipe) -> str:
@@ -331,6 +351,8 @@ def main(argv: list[str] | None = None) -> None:
         trained, _, _ = training_examples(target.tokenizer, recipe.data)
         report["data"] = prepare_speculators_data(recipe, target, trained, out / "speculators-data")
         data = out / "speculators-data" / "data"
+        if args.features:
+            recipe, report["headstart_features"] = cache_headstart_features(recipe, target, out / "headstart-features")
         head_path, report["headstart"] = train_headstart(recipe, target, args.minutes, out)
         spec_folder, report["speculators"] = train_speculators(recipe, target, data, args.minutes, args.probe_steps, out)
     sets = [("held-out prompts", recipe.eval)]

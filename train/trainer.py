@@ -122,8 +122,23 @@ def train(recipe: Recipe, target: Target, head: nn.Module | None = None) -> Trai
     head: train this head instead of a new one (or head.init_from's). The run holds the lock on
     train.output_dir throughout (headstart/lock.py): a second run into it is refused.
     """
-    with run_lock(recipe):
+    with run_lock(recipe), deepspeed_buffer_removed(recipe):
         return _train(recipe, target, head)
+
+
+@contextmanager
+def deepspeed_buffer_removed(recipe: Recipe):
+    """Under DeepSpeed on CPU each process creates a shared-memory buffer for its allreduce
+    (/dev/shm/deepspeed_allreduce_buffer_<uid>_<MASTER_ADDR>_<MASTER_PORT>_<rank>, tens of MB) and
+    never removes it, so every run would leave its processes' buffers in the machine's memory. Each
+    process removes its own when training ends, however it ends; the others' mappings stay valid."""
+    try:
+        yield
+    finally:
+        if recipe.train.deepspeed and "MASTER_PORT" in os.environ:
+            rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else int(os.environ.get("RANK", "0"))
+            name = f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR')}_{os.environ['MASTER_PORT']}_{rank}"
+            Path("/dev/shm", name).unlink(missing_ok=True)
 
 
 def run_lock(recipe: Recipe):

@@ -4,13 +4,14 @@ themselves, which need .venv-peers and vLLM, are the script's --smoke; docs/peer
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import time
 
 import pytest
 
 from headstart.recipe import load_recipe
-from tests.helpers import ROOT
+from tests.helpers import ROOT, smol_target
 
 RECIPE = str(ROOT / "recipes/smollm2-135m/eagle3.yaml")
 
@@ -124,3 +125,24 @@ def test_a_speculators_run_that_trained_on_nothing_stops_the_bench(bench, tmp_pa
     bench.check_trained(log)  # a first step may log 0; a later one learned
     log.write_text("nothing logged\n")
     bench.check_trained(log)
+
+
+def test_headstart_from_features_cached_before_its_clock(bench, tmp_path, capsys, smol_tokenizer):
+    """--features: headstart's recipe reads a feature cache written before training (charged to neither clock), as
+    speculators reads hidden states computed before its own."""
+    out = ["--out", str(tmp_path / "out")]
+    assert "give one of them" in refused(bench, [RECIPE, "--features", "--serve-from", str(tmp_path), *out], capsys)
+    assert check(bench, [RECIPE, "--features", *out]).features
+    with open(tmp_path / "conv.jsonl", "w") as f:
+        for i in range(6):
+            f.write(json.dumps({"messages": [{"role": "user", "content": f"count to {i + 3}"},
+                                             {"role": "assistant", "content": " ".join(map(str, range(i + 3)))}]}) + "\n")
+    recipe = load_recipe(None, [f"data.train_files=[{tmp_path / 'conv.jsonl'}]", "data.max_length=48", "head.kind=eagle3",
+                                "features.dtype=float32"])
+    target = smol_target(smol_tokenizer)
+    folder = tmp_path / "out" / "headstart-features"
+    cached, report = bench.cache_headstart_features(recipe, target, folder)
+    assert cached.data.features_dir == str(folder) and recipe.data.features_dir is None
+    assert report["tokens"] > 0 and report["written_bytes"] > 0 and report["seconds"] >= 0
+    index = json.loads((folder / "index.json").read_text())
+    assert index["layers"] == target.default_feature_layers() and index["examples"] == 6  # what the EAGLE-3 head reads
