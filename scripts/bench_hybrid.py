@@ -11,8 +11,8 @@ copies its context (`decode.lookup_copy`) and the corpus tree (`decode.corpus_dr
 folder's corpus_ngram.safetensors; beside it the same table's argmax chain), each switched on in
 turn, the head's nodes and the corpus's sharing a budget (`--shared-nodes`, `decode.hybrid_nodes`),
 plus the sources without the head (`--free-nodes`: corpus trees of these sizes) and
-prompt lookup alone; every variant over the same prompts, `--rounds` times in turn, so that drift on
-a shared machine falls on all. `--more-heads` adds other heads (each alone and in the shared hybrids),
+prompt lookup alone; every variant on each prompt in turn (a few seconds apart), `--rounds` passes
+over the prompts, so that drift on a shared machine falls on all alike. `--more-heads` adds other heads (each alone and in the shared hybrids),
 `--only-margin` keeps only what the head's margin is made of; `--sure` adds the shared hybrids with the
 head sitting out the steps the corpus table is sure of; `--hybrid-tree` is the tree an EAGLE head drafts
 inside the hybrids. Prints τ (bonus token counted),
@@ -146,9 +146,10 @@ def main() -> None:
     head_free = {"plain", "prompt lookup alone (chain <= 10)", *free}
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
     for r in range(args.rounds):
-        for name, decode in variants.items():
+        for decode in variants.values():
             decode(prompts[0][:, :8])  # warm-up
-            for i, ids in enumerate(prompts):
+        for i, ids in enumerate(prompts):  # every variant on one prompt, then the next: drift falls on all alike
+            for name, decode in variants.items():
                 cpu = time.thread_time()
                 out = decode(ids)
                 cpu = time.thread_time() - cpu

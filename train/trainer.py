@@ -38,7 +38,7 @@ from headstart.lock import output_lock
 from headstart.target import Target, is_partitioned, resolve_dtype
 from headstart.train.budget import Plan, plan_schedule
 from headstart.train.data import Example, ExampleDataset, collate, training_examples
-from headstart.train.features import training_dataset
+from headstart.train.features import FeatureCache, training_dataset
 from headstart.train.formats import expand_sources, read_conversations
 from headstart.train.hf_trainer import (
     HeadTrainer,
@@ -187,8 +187,8 @@ COMPLEMENTARY_KINDS = ("medusa", "eagle3")
 def check_recipe(recipe: Recipe) -> None:
     """What `headstart train` checks before the target loads (minutes, for a large one), beyond what loading
     the recipe checked (the head kind and its options): Medusa-2's preconditions, and the data:
-    data.train_files named, and the rows of its local files readable as conversations (a Hub dataset is
-    read once the target is there)."""
+    data.train_files named, the rows of its local files readable as conversations (a Hub dataset is
+    read once the target is there), and data.features_dir a finished feature cache when it is set."""
     _check_joint(recipe)
     if recipe.train.free_hit_weight < 1.0 and recipe.head.kind not in COMPLEMENTARY_KINDS:
         raise RecipeError(f"train.free_hit_weight: complementary training weighs the loss of {' and '.join(COMPLEMENTARY_KINDS)} "
@@ -199,6 +199,8 @@ def check_recipe(recipe: Recipe) -> None:
     local = [s for s in expand_sources(data.train_files)
              if Path(s).is_file() or Path(s).name.removesuffix(".gz").endswith((".jsonl", ".json"))]
     read_conversations(local, split=data.split, columns=data.columns, on_error=data.on_error)
+    if data.features_dir:
+        FeatureCache(data.features_dir)  # its index only: `headstart features` must have written it
 
 
 def _read_data(recipe: Recipe, target: Target) -> TrainingData:

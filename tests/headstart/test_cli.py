@@ -109,6 +109,7 @@ REFUSED = [
     ("distill {R} distill.temperature=-1", "distill.temperature: expected a value >= 0, got -1"),
     ("distill {R} distill.top_p=1.5", "distill.top_p: expected a value > 0 and <= 1, got 1.5"),
     ("train {R} head.draft_vocab_size=-5", "head.draft_vocab_size: expected a value >= 1 and <= 4194304 (larger than any vocabulary; checked against the target's when it loads), got -5"),
+    ("train {R} data.features_dir={root}/no-cache", "no-cache is not a feature cache (no index.json; an interrupted `headstart features` leaves none): run `headstart features RECIPE` to write it"),
     ("train {R} head.draft_vocab_size=0", "head.draft_vocab_size: expected a value >= 1 and <= 4194304 (larger than any vocabulary; checked against the target's when it loads), got 0"),
     ("eval {R} --head {H} eval.num_prompts=0", "eval.num_prompts: expected a value >= 1, got 0"),
     ("eval {R} --head {H} --head {H}", "is given twice"),

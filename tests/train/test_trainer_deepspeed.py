@@ -38,16 +38,20 @@ WORDS = [" cat", " dog", " red", " blue", " sun", " sea", " tree", " car"]  # on
 SHM = Path("/dev/shm")
 
 
+def shm_buffers() -> set[Path]:
+    """DeepSpeed's shared-memory buffers of its CPU communication op now in /dev/shm."""
+    return set(SHM.glob("deepspeed_allreduce_buffer_*")) if SHM.is_dir() else set()
+
+
 @pytest.fixture(autouse=True)
 def shm_buffers_removed():
     """DeepSpeed's CPU communication op leaves its shared-memory buffers (/dev/shm/deepspeed_allreduce_buffer_*,
     69 MB a process) behind when the processes end; headstart's trainer removes its own (the test checks it), and
     whatever a failed test left is removed after it."""
-    before = set(SHM.glob("deepspeed_allreduce_buffer_*")) if SHM.is_dir() else set()
+    before = shm_buffers()
     yield
-    for buffer in (set(SHM.glob("deepspeed_allreduce_buffer_*")) if SHM.is_dir() else set()) - before:
+    for buffer in shm_buffers() - before:
         buffer.unlink(missing_ok=True)
-
 
 
 def warm_deepspeed_op(env: dict) -> None:
@@ -117,11 +121,11 @@ def test_two_processes_match_one_plain_process(setup, launcher):
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
                "-m", "headstart.cli", "train", *args]
-    buffers = set(SHM.glob("deepspeed_allreduce_buffer_*")) if SHM.is_dir() else set()
+    buffers = shm_buffers()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # Each process removed DeepSpeed's shared-memory buffer it had made (headstart's trainer does; DeepSpeed does not).
-    assert (set(SHM.glob("deepspeed_allreduce_buffer_*")) if SHM.is_dir() else set()) == buffers
+    assert shm_buffers() == buffers
 
     # The same recipe in this process: plain PyTorch, one process, all four sequences per step.
     recipe = load_recipe(setup / "recipe.yaml", [*head, "train.batch_size=4", f"train.output_dir={setup / 'plain'}"])
