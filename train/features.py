@@ -232,12 +232,7 @@ class FeatureCache:
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
-        path = self.folder / INDEX_NAME
-        if not path.is_file():
-            raise DataError(
-                f"{self.folder} is not a feature cache (no {INDEX_NAME}; an interrupted `headstart features` "
-                f"leaves none): run `headstart features RECIPE` to write it"
-            )
+        path = self.require(folder)
         self.index = json.loads(path.read_text())
         if self.index.get("format_version") != FORMAT_VERSION:
             raise DataError(f"{path}: feature cache format {self.index.get('format_version')}, expected {FORMAT_VERSION}")
@@ -248,6 +243,18 @@ class FeatureCache:
             for key, offset, length in shard["examples"]
         }
         self._handles: dict[int, object] = {}
+
+    @staticmethod
+    def require(folder: str | Path) -> Path:
+        """The cache's index file, or the refusal where `headstart features` has not finished writing one
+        (what `headstart train` checks before its target loads; the index is read when the data is)."""
+        path = Path(folder) / INDEX_NAME
+        if not path.is_file():
+            raise DataError(
+                f"{folder} is not a feature cache (no {INDEX_NAME}; an interrupted `headstart features` "
+                f"leaves none): run `headstart features RECIPE` to write it"
+            )
+        return path
 
     def check(self, target: Target, layers: tuple[int, ...] | list[int] = ()) -> None:
         """Refuse a cache made for another target, or one that lacks layers the head reads."""

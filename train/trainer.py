@@ -200,7 +200,7 @@ def check_recipe(recipe: Recipe) -> None:
              if Path(s).is_file() or Path(s).name.removesuffix(".gz").endswith((".jsonl", ".json"))]
     read_conversations(local, split=data.split, columns=data.columns, on_error=data.on_error)
     if data.features_dir:
-        FeatureCache(data.features_dir)  # its index only: `headstart features` must have written it
+        FeatureCache.require(data.features_dir)  # `headstart features` must have written it; read with the data
 
 
 def _read_data(recipe: Recipe, target: Target) -> TrainingData:
