@@ -74,6 +74,8 @@ def _tree_text(tree: dict | None) -> str:
                      f"the corpus's sharing {lookup['shared_nodes']} by probability")
             if lookup.get("head_weight"):
                 text += f" (the head's weighed x{lookup['head_weight']:g})"
+            if lookup.get("head_continue"):
+                text += f", the table continuing the head's paths by ≤ {lookup['head_continue']} nodes"
         elif lookup.get("corpus_nodes"):
             text += f" + corpus tree of {lookup['corpus_nodes']} nodes ({lookup['corpus_order']}-gram table of the training answers)"
     return text

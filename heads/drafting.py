@@ -17,7 +17,13 @@ import torch
 
 from headstart.decode.cache import truncate
 from headstart.decode.contract import DraftState, Proposal
-from headstart.decode.dynamic import DynamicTreeSpec, frontier_attention, grow_tree, select_dynamic_tree
+from headstart.decode.dynamic import (
+    DynamicTreeSpec,
+    frontier_attention,
+    grow_tree,
+    kept_candidates,
+    select_dynamic_tree,
+)
 from headstart.heads.lean_layer import DraftKV
 from headstart.target import float_mask
 
@@ -56,8 +62,28 @@ class CachedDrafter:
 class FeatureDrafter(CachedDrafter):
     """EAGLE-2 dynamic trees drafted one depth per forward of the head (see the module docstring)."""
 
-    @torch.no_grad()
     def propose(self, state: DraftState, spec: DynamicTreeSpec) -> Proposal:
+        parents, scores, toks = self._grow(state, spec)
+        kept, tree, kept_scores = select_dynamic_tree(
+            torch.tensor(parents), torch.tensor(scores), torch.tensor(toks, device=self.head.device), spec.total_tokens
+        )
+        return Proposal(kept[None], tree, scores=kept_scores.exp()[None])  # scores: path probabilities
+
+    def scored_paths(self, state: DraftState, spec: DynamicTreeSpec) -> list[tuple[list[int], float]]:
+        """What `propose` drafts as (token path from the root, path probability) per node, parents first (its
+        scores as `propose` rounds them): what a hybrid's shared budget reads, without the tree's tensors."""
+        parents, scores, toks = self._grow(state, spec)
+        scores = torch.tensor(scores)  # float32, as `propose` ranks them
+        kept = kept_candidates(parents, scores.tolist(), spec.total_tokens)
+        probs = scores[kept].exp().tolist()
+        path: dict[int, list[int]] = {}
+        for i in kept:
+            path[i] = [*path[parents[i]], toks[i]] if parents[i] >= 0 else [toks[i]]
+        return [(path[i], p) for i, p in zip(kept, probs)]
+
+    @torch.no_grad()
+    def _grow(self, state: DraftState, spec: DynamicTreeSpec) -> tuple[list[int], list[float], list[int]]:
+        """The candidates of the step's tree (`grow_tree`): parents, cumulative log-probabilities, target ids."""
         head = self.head
         dev, dtype = head.device, head.dtype
         self.committed_cache(state)
@@ -85,7 +111,4 @@ class FeatureDrafter(CachedDrafter):
         root_logp = head.draft_logits(h_root).float().log_softmax(-1)
         parents, scores, toks, _ = grow_tree(root_logp, spec, expand, head.draft_ids)
         truncate(self.cache, committed)
-        kept, tree, kept_scores = select_dynamic_tree(
-            torch.tensor(parents), torch.tensor(scores), torch.tensor(toks, device=dev), spec.total_tokens
-        )
-        return Proposal(kept[None], tree, scores=kept_scores.exp()[None])  # scores: path probabilities
+        return parents, scores, toks

@@ -14,7 +14,7 @@ plus the sources without the head (`--free-nodes`: corpus trees of these sizes) 
 prompt lookup alone; every variant on each prompt in turn (a few seconds apart), `--rounds` passes
 over the prompts, so that drift on a shared machine falls on all alike. `--more-heads` adds other heads (each alone and in the shared hybrids),
 `--only-margin` keeps only what the head's margin is made of; `--sure` adds the shared hybrids with the
-head sitting out the steps the corpus table is sure of; `--hybrid-tree` is the tree an EAGLE head drafts
+head sitting out the steps the corpus table is sure of; `--head-continue` those with the table continuing the head's paths; `--hybrid-tree` is the tree an EAGLE head drafts
 inside the hybrids. Prints τ (bonus token counted),
 tokens/s and the ratio to plain decoding, overall and per category, then the head's margin: the
 fastest variant with a head against the fastest without one, each at its best size. Embedded
@@ -64,6 +64,8 @@ def main() -> None:
                    help="also each shared hybrid with the head sitting out the steps where the corpus's next token is at least this probable")
     p.add_argument("--head-weight", type=float, nargs="*", default=[],
                    help="also each shared hybrid with the head's probabilities weighed by W against the corpus's (decode.hybrid_head_weight)")
+    p.add_argument("--head-continue", type=int, nargs="*", default=[],
+                   help="also each shared hybrid (at each --head-weight, each --sure) with the table continuing the head's paths by C nodes (decode.hybrid_continue)")
     p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
     p.add_argument("--only-margin", action="store_true",
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
@@ -142,6 +144,9 @@ def main() -> None:
             variants.update({f"{folder}: head (weighed x{w:g}) and corpus share {k} nodes{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}": speculative(
                 HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w))
                 for k in args.shared_nodes for w in args.head_weight for sure in (args.sure or [0.0])})
+            variants.update({f"{folder}: head{f' (weighed x{w:g})' if w != 1 else ''} and corpus share {k} nodes, the table continuing its paths by {c}{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}": speculative(
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w, head_continue=c))
+                for k in args.shared_nodes for w in (args.head_weight or [1.0]) for sure in (args.sure or [0.0]) for c in args.head_continue})
     variants.update(free)
     head_free = {"plain", "prompt lookup alone (chain <= 10)", *free}
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted

@@ -57,29 +57,27 @@ def tree_from_parents(parents, choice=None) -> Tree:
             seen[p] = choice[-1] + 1
     else:
         choice = [int(c) for c in (choice.tolist() if isinstance(choice, torch.Tensor) else choice)]
-    parent_t = torch.tensor([-1, *parents], dtype=torch.long)
+    # Built as Python lists, one tensor per field at the end: a step's tree has a few dozen nodes at most,
+    # where a tensor operation per node cost more than the lists (this runs at every decoding step).
     depth = [0] * n
     paths: list[tuple[int, ...]] = [()] * n
-    visible = torch.eye(n, dtype=torch.bool)
-    visible[:, 0] = True
+    ancestors: list[list[int]] = [[0]] + [[] for _ in range(1, n)]  # each node's path from the root, itself last
     has_child = [False] * n
     for i, p in enumerate(parents, start=1):
         depth[i] = depth[p] + 1
         paths[i] = paths[p] + (choice[i - 1],)
-        visible[i] |= visible[p]
+        ancestors[i] = [*ancestors[p], i]
         has_child[p] = True
+    visible = torch.zeros(n, n, dtype=torch.bool)
+    rows = [i for i in range(n) for _ in ancestors[i]]
+    visible[rows, [j for chain in ancestors for j in chain]] = True
     leaves = [i for i in range(1, n) if not has_child[i]]
     max_depth = max(depth)
-    retrieve = torch.full((len(leaves), max_depth + 1), -1, dtype=torch.long)
-    for r, leaf in enumerate(leaves):
-        chain = [leaf]
-        while chain[-1] != 0:
-            chain.append(parents[chain[-1] - 1])
-        retrieve[r, : len(chain)] = torch.tensor(chain[::-1])
+    retrieve = torch.tensor([ancestors[leaf] + [-1] * (max_depth - depth[leaf]) for leaf in leaves], dtype=torch.long)
     return Tree(
         tuple(paths[1:]),
         torch.tensor(depth, dtype=torch.long),
-        parent_t,
+        torch.tensor([-1, *parents], dtype=torch.long),
         torch.tensor([0, *choice], dtype=torch.long),
         visible,
         retrieve,
@@ -100,23 +98,29 @@ def select_dynamic_tree(
     m = parents.numel()
     if m == 0:
         raise TreeError("the drafter proposed no candidates")
-    k = min(int(total_tokens), m)
-    order = torch.argsort(scores.float(), descending=True, stable=True)
-    keep = torch.zeros(m, dtype=torch.bool)
-    keep[order[:k]] = True
     par = parents.tolist()
+    kept = kept_candidates(par, scores.float().tolist(), total_tokens)
+    new_index = {c: n for n, c in enumerate(kept, start=1)}
+    index = torch.tensor(kept, dtype=torch.long)
+    return (tokens[index.to(tokens.device)], tree_from_parents([new_index[par[i]] if par[i] >= 0 else 0 for i in kept]),
+            scores[index.to(scores.device)])
+
+
+def kept_candidates(parents: list[int], scores: list[float], total_tokens: int) -> list[int]:
+    """`select_dynamic_tree`'s choice on lists: the indices of the `total_tokens` candidates of highest
+    score, closed under ancestors (ties favour the earlier candidate), in the drafter's order."""
+    m = len(parents)
+    order = sorted(range(m), key=lambda i: -scores[i])  # stable: ties keep the drafter's order
+    keep = [False] * m
+    for i in order[: int(total_tokens)]:
+        keep[i] = True
     # Close under ancestors: a parent whose score ties with the cut may have been left out.
-    for i in order[:k].tolist():
-        j = par[i]
+    for i in order[: int(total_tokens)]:
+        j = parents[i]
         while j >= 0 and not keep[j]:
             keep[j] = True
-            j = par[j]
-    kept = keep.nonzero().flatten()
-    new_index = torch.full((m,), 0, dtype=torch.long)
-    new_index[kept] = torch.arange(1, kept.numel() + 1)
-    kept_par = parents[kept]
-    tree_parents = torch.where(kept_par >= 0, new_index[kept_par.clamp(min=0)], torch.zeros_like(kept_par))
-    return tokens[kept], tree_from_parents(tree_parents), scores[kept]
+            j = parents[j]
+    return [i for i in range(m) if keep[i]]
 
 
 def grow_tree(root_logp: torch.Tensor, spec: DynamicTreeSpec, expand, token_ids: torch.Tensor | None = None):
@@ -143,8 +147,8 @@ def grow_tree(root_logp: torch.Tensor, spec: DynamicTreeSpec, expand, token_ids:
         child_logp = expand(frontier, parents, tokens, depths).float()  # (n, V')
         best = child_logp.topk(min(k, child_logp.shape[-1]), dim=-1)
         new = []
-        for row, c in enumerate(frontier):
-            for t, s in zip(ids(best.indices[row]), best.values[row].tolist()):
+        for c, row_ids, row_logp in zip(frontier, ids(best.indices), best.values.tolist()):  # one conversion per layer
+            for t, s in zip(row_ids, row_logp):
                 tokens.append(t)
                 scores.append(scores[c] + s)
                 parents.append(c)

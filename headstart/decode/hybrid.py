@@ -26,6 +26,11 @@ compete, and the S most probable of both form the tree (`shared_tree`), so that 
 join where it is surer than the corpus and the corpus's where the target repeats itself. The head's
 probabilities can be weighed (`decode.hybrid_head_weight`, w: w x p against the corpus's ratio): a
 head trained for an hour is right more often than its probabilities say against the table's.
+The table also continues the head's paths (`decode.hybrid_continue`, C): after each of the head's
+nodes, its best-first tree of up to C nodes from the context extended by that node's path, each
+continuation scored by the head's (weighed) path probability times the table's along it, competing
+for the same places: the head drafts the token the table is unsure of, the table the phrase that
+follows it (the chain vLLM's hybrid serves, serve/proposer.py, as a tree).
 Any other head's tree is kept whole. While the text copies its context (the last branch was at
 least L long and accepted whole), the step verifies the branch alone, as prompt lookup alone
 would, without the head's drafting and width, and the branch doubles after each step that
@@ -162,6 +167,15 @@ class _CorpusTree:
         probabilities (`CorpusNgram.scored_tree`); the caller says which it kept (`self.last`)."""
         return self.corpus.scored_tree(self._context(committed, root), nodes)
 
+    def after(self, committed: list[int], root: int, paths: list[tuple[list[int], float]], nodes: int) -> list[tuple[list[int], float]]:
+        """Each of the head's paths continued by the table: up to `nodes` paths after it, scored by the
+        head path's score times the table's probability of the continuation."""
+        base = self._context(committed, root)
+        out = []
+        for path, p in paths:
+            out.extend(([*path, *more], p * q) for more, q in self.corpus.scored_tree(base + path, nodes))
+        return out
+
     def surest(self, committed: list[int], root: int) -> float:
         """The probability of the table's likeliest token after the committed tokens and the root (0: none known)."""
         _, probs = self.corpus.successors(self._context(committed, root))
@@ -184,6 +198,7 @@ class HybridDrafter:
         self.branch = Branch(head.max_tokens, head.max_ngram, head.stats, adapt=True, copy_tokens=head.copy_tokens)
         self.corpus = _CorpusTree(head.corpus, head.corpus_nodes, head.stats) if head.uses_corpus else None
         self.shared_nodes, self.sure, self.head_weight = head.shared_nodes, head.sure, head.head_weight
+        self.head_continue = head.head_continue
         self.pending: DraftState | None = None  # what was committed while the head sat out
 
     def propose(self, state: DraftState, tree_or_spec) -> Proposal:
@@ -196,25 +211,29 @@ class HybridDrafter:
             stats.added += len(branch)
             stats.alone += 1
             return chain_proposal(branch, state.root.device)
+        root = int(state.root[0])
+        proposal, head = chain_proposal([], state.root.device), None  # head: the head's scored paths, to share
         if self.inner is None:
-            proposal = chain_proposal([], state.root.device)
-        elif self.sure and self.corpus.surest(self.branch.index.tokens, int(state.root[0])) >= self.sure:
+            pass
+        elif self.sure and self.corpus.surest(self.branch.index.tokens, root) >= self.sure:
             self._sit_out(state)  # the corpus table is sure of the next token: the step drafts as without a head
             stats.sure += 1
-            proposal = chain_proposal([], state.root.device)
         else:
-            proposal = self.inner.propose(_joined(self.pending, state), tree_or_spec)
-            self.pending = None
-        if self.shared_nodes and proposal.scores is not None and proposal.draft_probs is None:
-            proposal = self._shared(proposal, int(state.root[0]))
-            paths = []
-        else:
-            paths = self.corpus.draft(self.branch.index.tokens, int(state.root[0])) if self.corpus else []
-        proposal, merges = merge_into(proposal, [branch, *paths] if branch else paths)
+            joined, self.pending = _joined(self.pending, state), None
+            if self.shared_nodes and hasattr(self.inner, "scored_paths"):  # its paths without the tree's tensors
+                head = self.inner.scored_paths(joined, tree_or_spec)
+            else:
+                proposal = self.inner.propose(joined, tree_or_spec)
+                if self.shared_nodes and proposal.scores is not None and proposal.draft_probs is None:
+                    proposal, head = chain_proposal([], state.root.device), scored_paths(proposal)
+        # The shared tree's leaves first, then the branch, then the corpus tree's (none where the tree is shared).
+        shared = self._shared(head, root) if head is not None else []
+        paths = self.corpus.draft(self.branch.index.tokens, root) if self.corpus and head is None else []
+        proposal, merges = merge_into(proposal, [*shared, *([branch] if branch else []), *paths])
         if branch:
-            self.branch.shared = merges[0].shared
-            stats.added += merges[0].added
-        stats.corpus_added += sum(m.added for m in merges[bool(branch) :])
+            self.branch.shared = merges[len(shared)].shared
+            stats.added += merges[len(shared)].added
+        stats.corpus_added += sum(m.added for m in merges[len(shared) + bool(branch) :])
         return proposal
 
     def _sit_out(self, state: DraftState) -> None:
@@ -223,16 +242,18 @@ class HybridDrafter:
         if self.inner is not None:
             self.pending = _joined(self.pending, state)
 
-    def _shared(self, proposal: Proposal, root: int) -> Proposal:
-        """The head's scored nodes and the corpus's competing for `shared_nodes` (`shared_tree`),
-        as a proposal of their own; the corpus paths taken are kept to be credited."""
-        head = [(path, p * self.head_weight) for path, p in scored_paths(proposal)]
+    def _shared(self, head: list[tuple[list[int], float]], root: int) -> list[list[int]]:
+        """The head's scored paths and the corpus's competing for `shared_nodes` (`shared_tree`): the
+        leaves of the tree they form; the corpus paths taken are kept to be credited."""
+        head = [(path, p * self.head_weight) for path, p in head]
         corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
+        if self.head_continue:  # the table's continuations of the head's paths compete too
+            corpus = corpus + self.corpus.after(self.branch.index.tokens, root, head, self.head_continue)
         chosen = shared_tree(head, corpus, self.shared_nodes)
         from_corpus = {tuple(p) for p, _ in corpus}
         self.corpus.last = leaves([p for p in chosen if tuple(p) in from_corpus])
         self.branch.stats.corpus_added += len({tuple(p) for p in chosen} - {tuple(p) for p, _ in head})
-        return merge_into(chain_proposal([], proposal.tokens.device), leaves(chosen))[0]
+        return leaves(chosen)
 
 
 class HybridHead:
@@ -250,7 +271,7 @@ class HybridHead:
 
     def __init__(self, head, max_tokens: int = 10, max_ngram: int = 2, copy_tokens: int = 0, corpus=None,
                  corpus_nodes: int = 8, shared_nodes: int = 0, sure: float = 0.0, tree: DynamicTreeSpec | None = None,
-                 head_weight: float = 1.0):
+                 head_weight: float = 1.0, head_continue: int = 0):
         check_lookup_settings(max_tokens, max_ngram)
         self.head, self.max_tokens, self.max_ngram = head, max_tokens, max_ngram
         self.copy_tokens = max(copy_tokens, max_tokens)
@@ -260,6 +281,9 @@ class HybridHead:
         if not head_weight > 0:
             raise ValueError(f"the head's weight in a shared tree must be > 0, got {head_weight!r}")
         self.head_weight = head_weight if self.shared_nodes else 1.0
+        if isinstance(head_continue, bool) or not isinstance(head_continue, int) or head_continue < 0:
+            raise ValueError(f"the table's continuation of the head's paths is a number of nodes >= 0, got {head_continue!r}")
+        self.head_continue = head_continue if self.shared_nodes else 0  # 0: the table drafts from the root only
         self.sure = sure if head is not None and self.uses_corpus else 0.0  # 0: the head drafts at every step
         self.hybrid_tree = tree if trait(head, "dynamic") else None  # a dynamic head's tree here; None = its own
         self.kind = "corpus+lookup" if head is None else f"{head.kind}+lookup"
@@ -303,6 +327,8 @@ class HybridHead:
             settings["sure"] = self.sure
         if self.head_weight != 1.0:
             settings["head_weight"] = self.head_weight
+        if self.head_continue:
+            settings["head_continue"] = self.head_continue
         if self.head is None:
             settings["head"] = False
         return settings
@@ -329,6 +355,7 @@ class HybridSettings:
     hybrid_sure: float = 0.0  # the head sits out steps the corpus table is this sure of (0 = never)
     hybrid_tree: tuple[int, ...] = ()  # (depth, top_k, total_tokens) an EAGLE head drafts in a hybrid; () = its own tree
     hybrid_head_weight: float = 1.0  # the head's path probabilities are multiplied by this in the shared tree
+    hybrid_continue: int = 0  # nodes of the table's continuation after each of the head's paths in the shared tree
 
     @classmethod
     def from_decode(cls, decode) -> HybridSettings:
@@ -345,7 +372,8 @@ def with_lookup(head, settings: HybridSettings, corpus=None):
     corpus = trait(head, "corpus") if corpus is None else corpus
     tree = DynamicTreeSpec(*settings.hybrid_tree) if settings.hybrid_tree else None
     return HybridHead(head, settings.prompt_lookup, settings.lookup_ngram, settings.lookup_copy, corpus,
-                      settings.corpus_draft, settings.hybrid_nodes, settings.hybrid_sure, tree, settings.hybrid_head_weight)
+                      settings.corpus_draft, settings.hybrid_nodes, settings.hybrid_sure, tree, settings.hybrid_head_weight,
+                      settings.hybrid_continue)
 
 
 def verified_bounds(settings: dict) -> tuple[int, int]:

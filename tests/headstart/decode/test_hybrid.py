@@ -10,9 +10,11 @@ import headstart as hs
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.contract import DraftState
 from headstart.decode.corpus import CorpusNgram
-from headstart.decode.hybrid import HybridHead, HybridSettings, shared_tree, verified_bounds, with_lookup
+from headstart.decode.dynamic import DynamicTreeSpec
+from headstart.decode.hybrid import HybridHead, HybridSettings, scored_paths, shared_tree, verified_bounds, with_lookup
 from headstart.decode.plain import greedy_generate
 from headstart.decode.tree import load_tree
+from headstart.eval.report import _tree_text
 from headstart.eval.run import evaluate
 from headstart.target import Target
 from tests.helpers import (
@@ -170,6 +172,56 @@ def test_the_heads_weight_moves_the_shared_budget_and_stays_lossless():
     assert torch.equal(gen.generate(prompts, 40, eos_token_id=[]).sequences, ref.sequences)
     with pytest.raises(ValueError, match="must be > 0"):
         HybridHead(perturbed_of("medusa", target), 4, corpus=corpus, shared_nodes=6, head_weight=0.0)
+
+
+def test_the_table_continues_the_heads_paths_and_decoding_stays_lossless():
+    """decode.hybrid_continue: the table's best-first continuations after each of the head's paths, each
+    extending a head path and scored no higher than it (the head's score times the table's); decoding with
+    them in the shared budget equals plain decoding (float32, Medusa and EAGLE-3); the count reaches the
+    hybrid from the recipe and is reported; it is off without a shared budget, and a negative count is refused."""
+    target = tiny_target("llama")
+    corpus = _own_corpus(target)
+    prompt = random_prompts()[:1]
+    first = target(prompt)
+    state = DraftState(first.hidden[:, -1], target.logits(first.hidden[:, -1]).argmax(-1), first.hidden, prompt, 0)
+    hybrid = HybridHead(perturbed_of("medusa", target), max_tokens=4, corpus=corpus, corpus_nodes=8, shared_nodes=6,
+                        head_continue=3)
+    drafter = hybrid.drafter()
+    head = scored_paths(drafter.inner.propose(state, load_tree("tree8")))
+    root, committed = int(state.root[0]), prompt[0].tolist()
+    after = drafter.corpus.after(committed, root, head, 3)
+    assert after and len(after) <= 3 * len(head)
+    scores = {tuple(path): p for path, p in head}
+    for path, p in after:
+        cut = next(n for n in range(len(path) - 1, 0, -1) if tuple(path[:n]) in scores)  # the head path it continues
+        assert p <= scores[tuple(path[:cut])] + 1e-12
+    assert 6 <= hybrid.drafter().propose(state, load_tree("tree8")).tokens.shape[1] <= 6 + 4
+    prompts = random_prompts()
+    ref = greedy_generate(target, prompts, 40, eos_token_id=[])
+    decode = DecodeConfig(prompt_lookup=4, corpus_draft=8, hybrid_nodes=6, hybrid_continue=3)
+    for kind, options in (("medusa", {"tree": "tree8"}), ("eagle3", {"depth": 3, "top_k": 2, "total_tokens": 6})):
+        hybrid = with_lookup(perturbed_of(kind, target), HybridSettings.from_decode(decode), corpus=corpus)
+        assert hybrid.head_continue == 3 and hybrid.lookup_settings()["head_continue"] == 3
+        gen = hs.SpeculativeGenerator(target, hybrid, **options)
+        assert torch.equal(gen.generate(prompts, 40, eos_token_id=[]).sequences, ref.sequences), kind
+        assert "the table continuing the head's paths by ≤ 3 nodes" in _tree_text(gen.tree_settings())  # eval's report
+    assert HybridHead(perturbed_of("medusa", target), 4, corpus=corpus, head_continue=3).head_continue == 0  # no shared budget
+    with pytest.raises(ValueError, match="number of nodes >= 0"):
+        HybridHead(perturbed_of("medusa", target), 4, corpus=corpus, shared_nodes=6, head_continue=-1)
+
+
+def test_a_feature_heads_scored_paths_are_its_proposal():
+    """What a shared budget reads from an EAGLE-3 drafter without the tree's tensors (`scored_paths`) is its
+    proposal's nodes, paths and probabilities exactly (each from a fresh drafter at the sequence's start)."""
+    target = tiny_target("llama")
+    head = perturbed_of("eagle3", target)
+    prompt = random_prompts()[:1]
+    first = target(prompt, feature_layers=head.feature_layers)
+    features = torch.cat([first.features[i] for i in head.feature_layers], dim=-1)
+    state = DraftState(first.hidden[:, -1], target.logits(first.hidden[:, -1]).argmax(-1), features, prompt, 0)
+    for spec in (DynamicTreeSpec(depth=3, top_k=3, total_tokens=7), DynamicTreeSpec(depth=2, top_k=6, total_tokens=10)):
+        paths = head.drafter().scored_paths(state, spec)
+        assert paths == scored_paths(head.drafter().propose(state, spec)) and len(paths) == spec.total_tokens
 
 
 def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
