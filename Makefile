@@ -4,6 +4,7 @@
 #   make vllm   the serving engine (vLLM, its CPU build without a CUDA GPU) in .venv-vllm, headstart installed there; make test-vllm runs its tests
 #   make peers  the peer trainer vLLM's speculators in .venv-peers (pinned, the CPU torch), for scripts/bench_peers.py
 #   make suffix vLLM's suffix decoding: .venv-vllm's vLLM plus arctic-inference (built from its sdist) in .venv-suffix
+#   make official-eagle3  the official EAGLE-3 code (SafeAILab/EAGLE, a pinned commit) in .peers/EAGLE, its pins in .venv-eagle3
 # Setup creates .venv (reused afterwards). Where no CUDA GPU is present it installs the CPU build
 # of torch first, so nothing pulls a CUDA build; GPU users install their own torch first (README).
 
@@ -25,9 +26,15 @@ PEERS_PINS ?= speculators==0.9.0 hs-connectors==0.9.0 transformers==5.19.0 datas
 SUFFIX_VENV ?= .venv-suffix
 SUFFIX_STAMP := $(SUFFIX_VENV)/.headstart-suffix-installed
 ARCTIC ?= arctic-inference==0.3.0
+EAGLE3_VENV ?= .venv-eagle3
+EAGLE3_STAMP := $(EAGLE3_VENV)/.headstart-eagle3-installed
+EAGLE3_PINS ?= transformers==4.53.1 datasets==4.1.1 safetensors==0.8.0
+EAGLE_REPO ?= https://github.com/SafeAILab/EAGLE.git
+EAGLE_COMMIT ?= cb7e0841fe0c206c6ed74a197ad5e2a1f13f5a2b
+EAGLE_SRC ?= .peers/EAGLE
 ARCTIC_BUILD ?= setuptools wheel ninja cmake nanobind==2.9.2 grpcio-tools protobuf==5.29.6
 
-.PHONY: setup chromium demo demo-quick test test-fuzz test-fast test-embedded test-vllm vllm peers suffix lint clean
+.PHONY: setup chromium demo demo-quick test test-fuzz test-fast test-embedded test-vllm vllm peers suffix official-eagle3 lint clean
 
 setup: $(STAMP)
 
@@ -112,6 +119,25 @@ $(SUFFIX_STAMP): $(VLLM_HEADSTART)
 		|| { echo "arctic-inference install into $(SUFFIX_VENV) failed: $(SUFFIX_VENV)/bin/python -c 'import arctic_inference.suffix_decoding' fails"; exit 1; }
 	@touch $(SUFFIX_STAMP)
 
+# The official EAGLE-3 trainer (issue 36): SafeAILab/EAGLE's eagle/traineagle3 at EAGLE_COMMIT, fetched from
+# EAGLE_REPO (a URL or a local clone) into EAGLE_SRC, and the pins its code needs (it imports transformers 4.x
+# modules that 5.x removed) with the CPU torch in .venv-eagle3. scripts/bench_peers.py runs it through
+# scripts/peers/eagle3_official_cpu.py (docs/peers.md lists every change that needs).
+official-eagle3: $(EAGLE3_STAMP)
+
+$(EAGLE3_STAMP):
+	@test -f $(EAGLE_SRC)/eagle/traineagle3/cnets.py || { rm -rf $(EAGLE_SRC) && mkdir -p $(dir $(EAGLE_SRC)) && \
+		git clone -q --no-checkout $(EAGLE_REPO) $(EAGLE_SRC) && git -C $(EAGLE_SRC) sparse-checkout set eagle/traineagle3 && \
+		git -C $(EAGLE_SRC) checkout -q $(EAGLE_COMMIT); } || { echo "could not fetch $(EAGLE_REPO) at $(EAGLE_COMMIT) into $(EAGLE_SRC)"; exit 1; }
+	@test -x $(EAGLE3_VENV)/bin/python || $(PYTHON) -m venv $(EAGLE3_VENV)
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		$(EAGLE3_VENV)/bin/pip --disable-pip-version-check -q install $(EAGLE3_PINS); \
+	else echo "no CUDA GPU: installing $(TORCH_CPU) and $(EAGLE3_PINS) into $(EAGLE3_VENV)"; \
+		$(EAGLE3_VENV)/bin/pip --disable-pip-version-check -q install $(TORCH_CPU) $(EAGLE3_PINS) 2>&1 | grep -v "^WARNING: Location" || true; fi
+	@cd $(EAGLE_SRC)/eagle/traineagle3 && $(abspath $(EAGLE3_VENV))/bin/python -I -c "import sys; sys.path.insert(0, '.'); import cnets" 2>/dev/null \
+		|| { echo "the official EAGLE-3 code does not import in $(EAGLE3_VENV): cd $(EAGLE_SRC)/eagle/traineagle3 && python -c 'import cnets' fails"; exit 1; }
+	@touch $(EAGLE3_STAMP)
+
 # The HTML view's test renders a page in headless Chromium: install it where apt-get can (once).
 chromium:
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
@@ -152,4 +178,4 @@ lint: setup
 	@$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(PEERS_VENV) $(SUFFIX_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(PEERS_VENV) $(SUFFIX_VENV) $(EAGLE3_VENV) $(EAGLE_SRC) runs .pytest_cache

@@ -9,14 +9,16 @@
    docs/peers.md). Their time is reported, not charged to either clock. With `--features` headstart likewise
    trains from the target's features cached before its clock (`headstart features`, `data.features_dir`; reported,
    charged to neither), so that neither trainer runs the target inside its minutes.
-2. Training, the same `--minutes` each: headstart's EAGLE-3 recipe (`train.max_minutes`), and vLLM's
+2. Training, the same `--minutes` each: headstart's EAGLE-3 recipe (`train.max_minutes`); vLLM's
    speculators (`make peers`: .venv-peers) with its own defaults except what a CPU needs (scripts/peers/
    speculators_cpu.py; `--draft-vocab-size` from the recipe, `--total-seq-len` the tokens of one of headstart's
    steps). speculators has no clock: a probe of `--probe-steps` steps times a step (its logged step_ms), the
    run gets the steps that fit (`--max-steps`, its schedule's length too) and SIGTERM at the budget (it saves
-   a checkpoint on it).
+   a checkpoint on it); the official EAGLE-3 code (`make official-eagle3`: .venv-eagle3 and the code at a pinned
+   commit in .peers/EAGLE) through scripts/peers/eagle3_official_cpu.py, its loop run to the clock, on the same
+   rows, with the recipe's draft vocabulary size and peak learning rate. `--peers` picks which peers train.
 3. Serving: one vLLM job, engines interleaved prompt by prompt (headstart.serve.bench's engines): vLLM
-   plain, headstart's head and speculators' (its own folder, as vLLM loads it) as chains of each `--ks`,
+   plain, headstart's head and each peer's (its own folder, as vLLM loads it) as chains of each `--ks`,
    vLLM's n-gram and suffix decoding (`--suffix-ks`; vLLM method `suffix`, the `arctic-inference` package:
    .venv-suffix, docs/peers.md) and headstart's corpus proposer and hybrid, on the recipe's held-out
    prompts and on HumanEval (`--humaneval N`). Beside each head, headstart's prediction of vLLM's
@@ -39,7 +41,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS_PYTHON = ROOT / ".venv-peers/bin/python"
 SUFFIX_PYTHON = ROOT / ".venv-suffix/bin/python"
 SPECULATORS_CPU = ROOT / "scripts/peers/speculators_cpu.py"
-#: what --smoke shrinks every part to: both trainers, both heads and suffix decoding served on one prompt (vLLM's
+OFFICIAL_PYTHON = ROOT / ".venv-eagle3/bin/python"
+OFFICIAL_SOURCE = ROOT / ".peers/EAGLE/eagle/traineagle3"
+OFFICIAL_CPU = ROOT / "scripts/peers/eagle3_official_cpu.py"
+#: the peer trainers (--peers) and the prefix of their engines' names
+PEERS = {"speculators": "spec", "official": "official"}
+#: what --smoke shrinks every part to: every trainer, every head and suffix decoding served on one prompt (vLLM's
 #: n-gram, headstart's corpus proposer and hybrid, HumanEval's prompts: the same engines and code as the full run's,
 #: left out to keep vLLM's start-ups, about 35 s an engine, few)
 SMOKE = {"examples": 20, "minutes": 0.5, "probe_steps": 1, "ks": [2], "suffix_ks": [2], "corpus_ks": [], "hybrid_ks": [],
@@ -52,7 +59,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--minutes", type=float, default=11.0, help="each trainer's wall-clock budget")
     ap.add_argument("--examples", type=int, default=None, help="train on the first N training examples only (default: all)")
     ap.add_argument("--probe-steps", type=int, default=5, help="speculators steps timed before its run, to fit its schedule to the clock")
-    ap.add_argument("--ks", type=int, nargs="+", default=[2, 3], help="chain lengths both heads are served at")
+    ap.add_argument("--peers", nargs="+", choices=sorted(PEERS), default=sorted(PEERS),
+                    help="the peer trainers run beside headstart: vLLM's speculators, the official EAGLE-3 code")
+    ap.add_argument("--ks", type=int, nargs="+", default=[2, 3], help="chain lengths every head is served at")
     ap.add_argument("--suffix-ks", type=int, nargs="+", default=[3, 8], help="vLLM suffix decoding's num_speculative_tokens; 0: not run")
     ap.add_argument("--ngram-k", type=int, nargs="+", default=[3], help="vLLM n-gram's k; 0: not run")
     ap.add_argument("--corpus-ks", type=int, nargs="+", default=[5], help="headstart's corpus proposer's k; 0: not run")
@@ -94,16 +103,22 @@ def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argpars
         ap.error(f"--humaneval must be >= 0, got {args.humaneval}")
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        ap.error(f"--out {out} exists and is not an empty folder: both trainers would resume from what is there; give a new --out")
+        ap.error(f"--out {out} exists and is not an empty folder: the trainers would resume from what is there; give a new --out")
     if not Path(args.recipe).is_file():
         ap.error(f"no recipe at {args.recipe}")
     if args.serve_from is not None:
         earlier = Path(args.serve_from)
-        if not (earlier / "headstart" / "final").is_dir() or not any((earlier / "speculators").glob("*/model.safetensors")):
-            ap.error(f"--serve-from {earlier}: no trained heads there (headstart/final and a speculators checkpoint "
-                     "under speculators/, as a run of this script leaves them)")
-    if not PEERS_PYTHON.is_file():
-        ap.error(f"{PEERS_PYTHON} is missing: run `make peers` (speculators' environment)")
+        trained = {"speculators": any((earlier / "speculators").glob("*/model.safetensors")),
+                   "official": (earlier / "official" / "model.safetensors").is_file()}
+        if not (earlier / "headstart" / "final").is_dir() or not all(trained[p] for p in args.peers):
+            ap.error(f"--serve-from {earlier}: no trained heads there for {' and '.join(['headstart', *args.peers])} "
+                     "(headstart/final, a speculators checkpoint under speculators/, official/model.safetensors, as a run "
+                     "of this script leaves them; --peers names the peers to serve)")
+    elif "speculators" in args.peers and not PEERS_PYTHON.is_file():
+        ap.error(f"{PEERS_PYTHON} is missing: run `make peers` (speculators' environment), or leave speculators out of --peers")
+    elif "official" in args.peers and not (OFFICIAL_PYTHON.is_file() and (OFFICIAL_SOURCE / "cnets.py").is_file()):
+        ap.error(f"{OFFICIAL_PYTHON} or {OFFICIAL_SOURCE} is missing: run `make official-eagle3` (the official EAGLE-3 "
+                 "code and its environment), or leave official out of --peers")
     if args.suffix_ks and not SUFFIX_PYTHON.is_file():
         ap.error(f"{SUFFIX_PYTHON} is missing (vLLM with arctic-inference, for --suffix-ks; docs/peers.md says how), or pass --suffix-ks 0")
     return args
@@ -111,20 +126,19 @@ def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argpars
 
 # ---- 1. data ----------------------------------------------------------------------------------
 
-def prepare_speculators_data(recipe, target, examples, out: Path) -> dict:
-    """speculators' data folder at out/data: our rows through its prepare-data, our hidden-state files. Timed."""
-    from headstart.train.peer_data import prepared_token_ids, write_speculators_data, write_speculators_hidden_states
+def prepare_speculators_data(recipe, target, rows: Path, out: Path) -> dict:
+    """speculators' data folder at out/data: our `rows` through its prepare-data, our hidden-state files. Timed."""
+    from headstart.train.peer_data import prepared_token_ids, write_speculators_hidden_states
 
     data = out / "data"
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    rows = write_speculators_data(examples, out / "rows.jsonl")
     run_peer(["prepare-data", "--model", model_dir(recipe), "--data", str(rows), "--output", str(data), "--seq-length",
               str(recipe.data.max_length), "--no-skip-token-freq", "--num-preprocessing-workers", "1"], out / "prepare-data.log")
     prepared = time.perf_counter()
     # in the prepared dataset's order: prepare-data shuffles, and the trainer pairs dataset row i with file hs_<i>
     write_speculators_hidden_states(target, prepared_token_ids(data), data / "hidden_states")
-    return {"examples": len(examples), "prepare_seconds": prepared - started, "hidden_state_seconds": time.perf_counter() - prepared,
+    return {"prepare_seconds": prepared - started, "hidden_state_seconds": time.perf_counter() - prepared,
             "hidden_state_bytes": sum(p.stat().st_size for p in (data / "hidden_states").iterdir())}
 
 
@@ -194,14 +208,23 @@ def speculators_train_args(recipe, target, data: Path, save: Path, steps: int | 
     return argv
 
 
-def earlier_heads(earlier: Path) -> tuple[Path, Path, dict]:
-    """The heads a run of this script left in `earlier`, and what their training logs say of them."""
-    summary = json.loads((earlier / "headstart" / "train_summary.json").read_text()) if (earlier / "headstart" / "train_summary.json").is_file() else {}
-    log = earlier / "speculators.log"
-    planned = logged(log, "trainer/max_steps") if log.is_file() else []
-    return earlier / "headstart" / "final", newest_checkpoint(earlier / "speculators"), {
-        "served_from": str(earlier), "headstart": {k: summary.get(k) for k in ("steps", "train_seconds", "heldout")},
-        "speculators": {"planned_steps": int(planned[-1]) if planned else None}}
+def earlier_heads(earlier: Path, peers: list[str]) -> tuple[Path, dict[str, Path], dict]:
+    """The heads a run of this script left in `earlier` (headstart's, and each of `peers`' folder), and what their
+    training logs say of them."""
+    def read(path: Path) -> dict:
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    summary = read(earlier / "headstart" / "train_summary.json")
+    folders, trained_by = {}, {"served_from": str(earlier), "headstart": {k: summary.get(k) for k in ("steps", "train_seconds", "heldout")}}
+    if "speculators" in peers:
+        log = earlier / "speculators.log"
+        planned = logged(log, "trainer/max_steps") if log.is_file() else []
+        folders["speculators"] = newest_checkpoint(earlier / "speculators")
+        trained_by["speculators"] = {"planned_steps": int(planned[-1]) if planned else None}
+    if "official" in peers:
+        folders["official"] = earlier / "official"
+        trained_by["official"] = {k: read(earlier / "official" / "summary.json").get(k) for k in ("steps", "seconds", "epochs")}
+    return earlier / "headstart" / "final", folders, trained_by
 
 
 def newest_checkpoint(save: Path) -> Path:
@@ -252,26 +275,53 @@ def train_speculators(recipe, target, data: Path, minutes: float, probe_steps: i
                                      "wall_seconds": time.perf_counter() - started, "stopped_by_clock": proc.returncode != 0}
 
 
+def official_train_args(recipe, rows: Path, save: Path, minutes: float) -> list[str]:
+    """scripts/peers/eagle3_official_cpu.py's command: the official code's folder, the target's, our rows, the clock,
+    and the recipe's draft vocabulary size and peak learning rate (their config.json's 32000 and ds_config's 5e-5 are
+    for an 8B Llama over 800k steps; everything else is theirs)."""
+    argv = ["--source", str(OFFICIAL_SOURCE), "--model", model_dir(recipe), "--rows", str(rows), "--save", str(save),
+            "--minutes", str(minutes), "--lr", str(recipe.train.lr)]
+    if recipe.head.draft_vocab_size:
+        argv += ["--draft-vocab-size", str(recipe.head.draft_vocab_size)]
+    return argv
+
+
+def train_official(recipe, rows: Path, minutes: float, out: Path) -> tuple[Path, dict]:
+    """The official EAGLE-3 code for `minutes` of its training loop (its model's load comes first, not counted, as
+    headstart's is not), in .venv-eagle3; its log at out/official.log, its draft at out/official."""
+    save, log = out / "official", out / "official.log"
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(os.cpu_count())))
+    started = time.perf_counter()
+    with open(log, "w") as f:
+        proc = subprocess.run([str(OFFICIAL_PYTHON), str(OFFICIAL_CPU), *official_train_args(recipe, rows, save, minutes)],
+                              stdout=f, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode != 0 or not (save / "model.safetensors").is_file():
+        raise SystemExit(f"bench_peers: error: the official EAGLE-3 code failed (status {proc.returncode}); its log: {log}")
+    summary = json.loads((save / "summary.json").read_text())
+    return save, {"steps": summary["steps"], "train_seconds": summary["seconds"], "epochs": summary["epochs"],
+                  "wall_seconds": time.perf_counter() - started, "last_acc": summary["last_acc"]}
+
+
 # ---- 3. serving -------------------------------------------------------------------------------
 
-def peer_engines(plan, head, method: str, args, spec_folder: Path):
-    """headstart's engines (headstart.serve.bench.bench_engines) plus speculators' head (its folder as vLLM loads
-    it, method eagle3) at each k and vLLM suffix decoding at each of --suffix-ks."""
+def peer_engines(plan, head, method: str, args, peers: dict[str, Path]):
+    """headstart's engines (headstart.serve.bench.bench_engines) plus each peer's head (its folder as vLLM loads
+    it, method eagle3; named by `PEERS`) at each k and vLLM suffix decoding at each of --suffix-ks."""
     from headstart.serve.bench import bench_engines
 
     def engines(folder):
         listed = bench_engines(plan, head, method, folder)
-        listed += [{"name": f"spec_k{k}", "speculative_config": {"method": "eagle3", "model": str(spec_folder), "num_speculative_tokens": k}}
-                   for k in args.ks]
+        listed += [{"name": f"{PEERS[peer]}_k{k}", "speculative_config": {"method": "eagle3", "model": str(path), "num_speculative_tokens": k}}
+                   for peer, path in peers.items() for k in args.ks]
         listed += [{"name": f"suffix{k}", "speculative_config": {"method": "suffix", "num_speculative_tokens": k}} for k in args.suffix_ks]
         return listed
 
     return engines
 
 
-def serve_all(recipe, target, head_path: Path, spec_folder: Path, args, out: Path, eval_cfg, label: str) -> dict:
+def serve_all(recipe, target, head_path: Path, peers: dict[str, Path], args, out: Path, eval_cfg, label: str) -> dict:
     """One interleaved vLLM job over `eval_cfg`'s prompts; every engine's acceptance and tokens/s, headstart's
-    prediction along vLLM's text for both heads."""
+    prediction along vLLM's text for every head."""
     from headstart.eval.speed import eos_ids
     from headstart.heads.checkpoint import load_heads
     from headstart.heads.export import import_heads
@@ -281,7 +331,7 @@ def serve_all(recipe, target, head_path: Path, spec_folder: Path, args, out: Pat
     from headstart.serve.prediction import acceptance_from_metrics, along_text_steps, headstart_acceptance
 
     head = load_heads(head_path, target=target)
-    spec_head = import_heads(spec_folder, target)
+    peer_heads = {f"{PEERS[peer]}_k": import_heads(path, target) for peer, path in peers.items()}
     plan = BenchPlan(ks=tuple(args.ks), ngram_ks=tuple(args.ngram_k), corpus_ks=tuple(args.corpus_ks if head.corpus else ()),
                      hybrid_ks=tuple(args.hybrid_ks if head.corpus else ()), compiled=args.compiled)
     layout, method = served_layout(head)
@@ -289,7 +339,7 @@ def serve_all(recipe, target, head_path: Path, spec_folder: Path, args, out: Pat
     if args.suffix_ks:  # the same vLLM with arctic-inference beside it (docs/peers.md)
         os.environ["HEADSTART_VLLM_PYTHON"] = str(SUFFIX_PYTHON)
     result, served = run_exported(target, head_path, layout, recipe.target.name_or_path, prompts, eval_cfg.max_new_tokens,
-                                  peer_engines(plan, head, method, args, spec_folder), log=out / f"{label}.vllm.log",
+                                  peer_engines(plan, head, method, args, peers), log=out / f"{label}.vllm.log",
                                   compiled=args.compiled)
     base, how = plain_base(result, False)
     plain = engine_record(result, "plain")
@@ -299,7 +349,7 @@ def serve_all(recipe, target, head_path: Path, spec_folder: Path, args, out: Pat
         acc = acceptance_from_metrics(r["metrics"])
         predicted = "-"
         name, k = engine["name"], int("".join(c for c in engine["name"] if c.isdigit()) or 0)
-        drafter = served if name == f"k{k}" else spec_head if name == f"spec_k{k}" else None
+        drafter = served if name == f"k{k}" else peer_heads.get(name.removesuffix(str(k))) if k else None
         if drafter is not None:
             steps = [s for p, text in zip(prompts, r["outputs"]) for s in along_text_steps(target, drafter, p, text, k)]
             predicted = headstart_acceptance(steps, k)["mean_acceptance_length"]
@@ -337,22 +387,31 @@ def main(argv: list[str] | None = None) -> None:
                                     pack_linears=t.pack_linears)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.examples:  # both trainers read the same first conversations, split alike
+    if args.examples:  # all trainers read the same first conversations, split alike
         recipe = replace(recipe, data=replace(recipe.data, limit=args.examples))
     if args.smoke:
         recipe = replace(recipe, data=replace(recipe.data, max_length=SMOKE["max_length"]))
     report = {"recipe": args.recipe, "minutes": args.minutes, "args": vars(args)}
     if args.serve_from is not None:
-        head_path, spec_folder, trained_by = earlier_heads(Path(args.serve_from))
+        head_path, peers, trained_by = earlier_heads(Path(args.serve_from), args.peers)
         report.update(trained_by)
     else:
+        from headstart.train.peer_data import write_speculators_data
+
         trained, _, _ = training_examples(target.tokenizer, recipe.data)
-        report["data"] = prepare_speculators_data(recipe, target, trained, out / "speculators-data")
-        data = out / "speculators-data" / "data"
+        rows = write_speculators_data(trained, out / "rows.jsonl")  # the peers' rows: headstart's examples
+        report["data"] = {"examples": len(trained)}
+        if "speculators" in args.peers:
+            report["data"].update(prepare_speculators_data(recipe, target, rows, out / "speculators-data"))
         if args.features:
             recipe, report["headstart_features"] = cache_headstart_features(recipe, target, out / "headstart-features")
         head_path, report["headstart"] = train_headstart(recipe, target, args.minutes, out)
-        spec_folder, report["speculators"] = train_speculators(recipe, target, data, args.minutes, args.probe_steps, out)
+        peers = {}
+        if "speculators" in args.peers:
+            data = out / "speculators-data" / "data"
+            peers["speculators"], report["speculators"] = train_speculators(recipe, target, data, args.minutes, args.probe_steps, out)
+        if "official" in args.peers:
+            peers["official"], report["official"] = train_official(recipe, rows, args.minutes, out)
     sets = [("held-out prompts", recipe.eval)]
     if args.humaneval:
         sets.append(("HumanEval", replace(recipe.eval, prompts="humaneval", num_prompts=args.humaneval, categories=[])))
@@ -363,7 +422,7 @@ def main(argv: list[str] | None = None) -> None:
 
     for label, cfg in sets:
         try:
-            report[label] = serve_all(recipe, target, head_path, spec_folder, args, out, cfg, label.split()[0].lower())
+            report[label] = serve_all(recipe, target, head_path, peers, args, out, cfg, label.split()[0].lower())
         except ServingError as e:  # the heads are kept: --serve-from serves them again
             killed = " (killed: most likely out of memory; every engine is held at once: serve fewer)" if "status -9" in str(e) else ""
             raise SystemExit(f"bench_peers: error: vLLM failed serving the {label}{killed}: {str(e).splitlines()[0]} "

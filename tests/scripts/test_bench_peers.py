@@ -1,5 +1,6 @@
-"""scripts/bench_peers.py's command line, its speculators commands and its choice of checkpoint (the runs
-themselves, which need .venv-peers and vLLM, are the script's --smoke; docs/peers.md)."""
+"""scripts/bench_peers.py's command line, its peers' commands and its choice of checkpoint, and the pure parts of
+scripts/peers/eagle3_official_cpu.py (the runs themselves, which need .venv-peers, .venv-eagle3 with the official
+code and vLLM, are the script's --smoke; docs/peers.md)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,22 @@ def bench(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_peers", ROOT / "scripts" / "bench_peers.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    for name in ("PEERS_PYTHON", "SUFFIX_PYTHON"):  # environments that exist, so that only the arguments are judged
+    for name in ("PEERS_PYTHON", "SUFFIX_PYTHON", "OFFICIAL_PYTHON"):  # environments that exist, so that only the arguments are judged
         path = tmp_path / "env" / name
         path.parent.mkdir(exist_ok=True)
         path.write_text("")
         setattr(module, name, path)
+    module.OFFICIAL_SOURCE = tmp_path / "env" / "traineagle3"
+    module.OFFICIAL_SOURCE.mkdir()
+    (module.OFFICIAL_SOURCE / "cnets.py").write_text("")
+    return module
+
+
+@pytest.fixture
+def official():
+    spec = importlib.util.spec_from_file_location("eagle3_official_cpu", ROOT / "scripts" / "peers" / "eagle3_official_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -65,8 +77,14 @@ def test_bad_input_is_one_error_line(bench, tmp_path, capsys):
     bench.SUFFIX_PYTHON = tmp_path / "missing" / "python"
     assert "--suffix-ks 0" in refused(bench, [RECIPE, *out], capsys)
     assert check(bench, [RECIPE, "--suffix-ks", "0", *out]).suffix_ks == []
+    out += ["--suffix-ks", "0"]
+    assert check(bench, [RECIPE, *out]).peers == ["official", "speculators"]
+    assert "invalid choice" in refused(bench, [RECIPE, "--peers", "medusa", *out], capsys)
+    bench.OFFICIAL_PYTHON = tmp_path / "missing" / "python"
+    assert "run `make official-eagle3`" in refused(bench, [RECIPE, *out], capsys)
+    assert check(bench, [RECIPE, "--peers", "speculators", *out]).peers == ["speculators"]
     bench.PEERS_PYTHON = tmp_path / "missing" / "python"
-    assert "run `make peers`" in refused(bench, [RECIPE, *out], capsys)
+    assert "run `make peers`" in refused(bench, [RECIPE, "--peers", "speculators", *out], capsys)
 
 
 def test_speculators_commands(bench, tmp_path):
@@ -80,6 +98,72 @@ def test_speculators_commands(bench, tmp_path):
     assert pairs["--max-steps"] == pairs["--scheduler-total-steps"] == "40"
     assert "--max-steps" not in bench.speculators_train_args(recipe, None, tmp_path / "data", tmp_path / "save", None)
     assert "--lr" not in pairs and "--epochs" not in pairs  # its own defaults otherwise
+
+
+def test_official_eagle3_command(bench, tmp_path):
+    """The official code runs with the recipe's draft vocabulary and peak learning rate, on headstart's rows, to the clock."""
+    recipe = load_recipe(RECIPE, [])
+    argv = bench.official_train_args(recipe, tmp_path / "rows.jsonl", tmp_path / "official", 11.0)
+    pairs = dict(zip(argv[::2], argv[1::2]))
+    assert pairs["--source"] == str(bench.OFFICIAL_SOURCE) and pairs["--model"].endswith("smollm2-135m-instruct")
+    assert pairs["--rows"] == str(tmp_path / "rows.jsonl") and pairs["--minutes"] == "11.0"
+    assert pairs["--draft-vocab-size"] == "8192" and float(pairs["--lr"]) == recipe.train.lr
+
+
+def test_the_official_runner_keeps_their_rules(official, tmp_path):
+    """scandata's draft vocabulary (the most frequent tokens at loss positions, sorted; d2t, t2d), WarmupDecayLR's shape
+    over the clock, their config.json filled in for the target, and the target folder transformers 4.53 reads."""
+    rows = [([5, 7, 7, 9, 3], [0, 1, 1, 1, 0]), ([7, 9, 2, 2], [1, 1, 0, 1])]  # at loss positions: 7 x3, 9 x2, 2 x1
+    cache = official.vocabulary_cache(rows, 2, 12)
+    assert cache["t2d"].nonzero().flatten().tolist() == [7, 9] and cache["d2t"].tolist() == [7, 8]  # id = index + d2t
+    assert official.vocabulary_cache(rows, 4, 12)["t2d"].nonzero().flatten().tolist() == [0, 2, 7, 9]  # topped up by id
+    assert official.lr_at(0.0, 1e-3) == 0.0 and official.lr_at(official.WARMUP_SHARE, 1e-3) == pytest.approx(1e-3)
+    assert official.lr_at(0.5, 1e-3) == pytest.approx(1e-3 * 0.5 / (1 - official.WARMUP_SHARE)) and official.lr_at(1.0, 1e-3) == 0.0
+    model = tmp_path / "model"
+    model.mkdir()
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"model.embed_tokens.weight": torch.zeros(12, 4), "model.norm.weight": torch.ones(4)}, str(model / "model.safetensors"))
+    target_config = {"hidden_size": 4, "intermediate_size": 8, "num_attention_heads": 2, "num_key_value_heads": 1,
+                     "vocab_size": 12, "rms_norm_eps": 1e-5, "max_position_embeddings": 64, "hidden_act": "silu",
+                     "num_hidden_layers": 30, "rope_parameters": {"rope_type": "default", "rope_theta": 100000.0}}
+    (model / "config.json").write_text(json.dumps(target_config))
+    view = official.target_view(model, tmp_path / "save")
+    assert json.loads((view / "config.json").read_text())["rope_theta"] == 100000.0
+    index = json.loads((view / "model.safetensors.index.json").read_text())
+    assert index["weight_map"] == {"model.embed_tokens.weight": "model.safetensors", "model.norm.weight": "model.safetensors"}
+    assert (view / "model.safetensors").resolve() == (model / "model.safetensors").resolve()
+    assert json.loads((model / "config.json").read_text()) == target_config  # the target's own folder untouched
+    draft = official.draft_config(target_config, 6)
+    assert draft["num_hidden_layers"] == 1 and draft["draft_vocab_size"] == 6 and draft["hidden_size"] == 4
+    assert not any(k.startswith("rope") for k in draft)  # their layer's RoPE base is 10000 whatever the target's
+
+
+def test_the_official_runner_refuses_bad_input_and_keeps_a_draft(official, tmp_path):
+    """One `error:` line for a missing code folder, rows file or model folder, or a --minutes of 0; a --save that holds a
+    draft is refused and left as it was."""
+    source, model, rows, save = tmp_path / "src", tmp_path / "model", tmp_path / "rows.jsonl", tmp_path / "save"
+    for folder in (source, model, save):
+        folder.mkdir()
+    (source / "cnets.py").write_text("")
+    (model / "config.json").write_text("{}")
+    rows.write_text('{"input_ids": [1, 2], "loss_mask": [0, 1]}\n')
+    (save / "model.safetensors").write_bytes(b"a draft")
+
+    def refused(**changes) -> str:
+        argv = {"--source": source, "--model": model, "--rows": rows, "--save": save, "--minutes": 1, **changes}
+        with pytest.raises(SystemExit) as e:
+            official.main([str(x) for kv in argv.items() for x in kv])
+        assert str(e.value).startswith("eagle3_official_cpu: error: ") and "\n" not in str(e.value)
+        return str(e.value)
+
+    assert "has no cnets.py" in refused(**{"--source": tmp_path / "nowhere"})
+    assert "no rows file" in refused(**{"--rows": tmp_path / "none.jsonl"})
+    assert "no config.json" in refused(**{"--model": tmp_path / "nomodel"})
+    assert "--minutes must be > 0" in refused(**{"--minutes": 0, "--save": tmp_path / "new"})
+    assert "already holds a draft" in refused()
+    assert (save / "model.safetensors").read_bytes() == b"a draft" and sorted(p.name for p in save.iterdir()) == ["model.safetensors"]
 
 
 def test_the_newest_checkpoint_is_served(bench, tmp_path, capsys):
@@ -110,10 +194,19 @@ def test_serving_again_the_heads_an_earlier_run_left(bench, tmp_path, capsys):
     (earlier / "speculators" / "0").mkdir(parents=True)
     (earlier / "speculators" / "0" / "model.safetensors").write_text("")
     (earlier / "speculators.log").write_text("  trainer/max_steps=245, logging/logger='',\n")
-    assert check(bench, [RECIPE, "--serve-from", str(earlier), *out]).serve_from == str(earlier)
-    head, spec, trained_by = bench.earlier_heads(earlier)
-    assert head == earlier / "headstart" / "final" and spec == earlier / "speculators" / "0"
+    assert "no trained heads there" in refused(bench, [RECIPE, "--serve-from", str(earlier), *out], capsys)  # the official's missing
+    serve_spec = [RECIPE, "--serve-from", str(earlier), "--peers", "speculators", *out]
+    assert check(bench, serve_spec).serve_from == str(earlier)
+    head, peers, trained_by = bench.earlier_heads(earlier, ["speculators"])
+    assert head == earlier / "headstart" / "final" and peers == {"speculators": earlier / "speculators" / "0"}
     assert trained_by["headstart"]["steps"] == 577 and trained_by["speculators"] == {"planned_steps": 245}
+    (earlier / "official").mkdir()
+    (earlier / "official" / "model.safetensors").write_text("")
+    (earlier / "official" / "summary.json").write_text('{"steps": 480, "seconds": 660.2, "epochs": 1}')
+    bench.PEERS_PYTHON = bench.OFFICIAL_PYTHON = tmp_path / "missing" / "python"  # serving needs no trainer's environment
+    assert check(bench, [RECIPE, "--serve-from", str(earlier), *out]).peers == ["official", "speculators"]
+    _, peers, trained_by = bench.earlier_heads(earlier, ["official", "speculators"])
+    assert peers["official"] == earlier / "official" and trained_by["official"] == {"steps": 480, "seconds": 660.2, "epochs": 1}
 
 
 def test_a_speculators_run_that_trained_on_nothing_stops_the_bench(bench, tmp_path):
