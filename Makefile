@@ -120,8 +120,8 @@ $(SUFFIX_STAMP): $(VLLM_HEADSTART)
 	@touch $(SUFFIX_STAMP)
 
 # The official EAGLE-3 trainer (issue 36): SafeAILab/EAGLE's eagle/traineagle3 at EAGLE_COMMIT, fetched from
-# EAGLE_REPO (a URL or a local clone) into EAGLE_SRC, and the pins its code needs (it imports transformers 4.x
-# modules that 5.x removed) with the CPU torch in .venv-eagle3. scripts/bench_peers.py runs it through
+# EAGLE_REPO (a URL or a local clone) into EAGLE_SRC, and the pins its code needs (it reads a config's rope_scaling
+# as transformers 4.x writes it: with 5.x building the draft fails) with the CPU torch in .venv-eagle3. scripts/bench_peers.py runs it through
 # scripts/peers/eagle3_official_cpu.py (docs/peers.md lists every change that needs).
 official-eagle3: $(EAGLE3_STAMP)
 
