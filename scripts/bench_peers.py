@@ -159,12 +159,16 @@ def model_dir(recipe) -> str:
     return model_folder(recipe.target.name_or_path)
 
 
+def peer_env() -> dict[str, str]:
+    """A peer's environment: this one, its threads all the cores unless OMP_NUM_THREADS says otherwise."""
+    return dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(os.cpu_count())))
+
+
 def run_peer(argv: list[str], log: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
     """`speculators <argv>` in .venv-peers (through scripts/peers/speculators_cpu.py), its output to `log`; SIGTERM
     at `timeout` (speculators then saves a checkpoint), SIGKILL 120 s later."""
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(os.cpu_count())))
     with open(log, "w") as f:
-        proc = subprocess.Popen([str(PEERS_PYTHON), str(SPECULATORS_CPU), *argv], stdout=f, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen([str(PEERS_PYTHON), str(SPECULATORS_CPU), *argv], stdout=f, stderr=subprocess.STDOUT, env=peer_env())
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -290,11 +294,10 @@ def train_official(recipe, rows: Path, minutes: float, out: Path) -> tuple[Path,
     """The official EAGLE-3 code for `minutes` of its training loop (its model's load comes first, not counted, as
     headstart's is not), in .venv-eagle3; its log at out/official.log, its draft at out/official."""
     save, log = out / "official", out / "official.log"
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(os.cpu_count())))
     started = time.perf_counter()
     with open(log, "w") as f:
         proc = subprocess.run([str(OFFICIAL_PYTHON), str(OFFICIAL_CPU), *official_train_args(recipe, rows, save, minutes)],
-                              stdout=f, stderr=subprocess.STDOUT, env=env)
+                              stdout=f, stderr=subprocess.STDOUT, env=peer_env())
     if proc.returncode != 0 or not (save / "model.safetensors").is_file():
         raise SystemExit(f"bench_peers: error: the official EAGLE-3 code failed (status {proc.returncode}); its log: {log}")
     summary = json.loads((save / "summary.json").read_text())

@@ -213,12 +213,10 @@ class HybridDrafter:
             return chain_proposal(branch, state.root.device)
         root = int(state.root[0])
         proposal, head = chain_proposal([], state.root.device), None  # head: the head's scored paths, to share
-        if self.inner is None:
-            pass
-        elif self.sure and self.corpus.surest(self.branch.index.tokens, root) >= self.sure:
+        if self.inner is not None and self.sure and self.corpus.surest(self.branch.index.tokens, root) >= self.sure:
             self._sit_out(state)  # the corpus table is sure of the next token: the step drafts as without a head
             stats.sure += 1
-        else:
+        elif self.inner is not None:
             joined, self.pending = _joined(self.pending, state), None
             if self.shared_nodes and hasattr(self.inner, "scored_paths"):  # its paths without the tree's tensors
                 head = self.inner.scored_paths(joined, tree_or_spec)

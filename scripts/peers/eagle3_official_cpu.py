@@ -117,7 +117,8 @@ def vocabulary_cache(rows, n: int, vocab_size: int) -> dict[str, torch.Tensor]:
     """scandata's draft vocabulary: the n tokens most frequent at loss positions, sorted; d2t = id - index, t2d."""
     counts = Counter(t for ids, mask in rows for t, m in zip(ids, mask) if m)
     used = sorted(t for t, _ in counts.most_common(n))
-    if len(used) < n:  # fewer distinct tokens than the draft vocabulary: the most frequent of the rest by id
+    if len(used) < n:  # fewer distinct tokens than the draft vocabulary: topped up with the lowest unused ids, so
+        # that the draft vocabulary has the size their lm_head is built with (scandata would leave it shorter)
         seen = set(used)
         used = sorted(used + [t for t in range(vocab_size) if t not in seen][: n - len(used)])
     t2d = torch.zeros(vocab_size, dtype=torch.bool)
