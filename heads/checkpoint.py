@@ -58,11 +58,14 @@ def save_heads(head, folder: str | Path, target=None, extra: dict | None = None,
     return folder
 
 
-def save_corpus(folder: str | Path, examples, order: int, max_tokens: int) -> CorpusNgram:
-    """Count training examples' answers into the corpus n-gram table (decode/corpus.py) and save it
-    beside a head in `folder` (for hybrid trees' corpus trees and vLLM's corpus proposer), its
-    SHA-256 recorded in the head's config.json; returns the table."""
+def save_corpus(folder: str | Path, examples, order: int, max_tokens: int, base: CorpusNgram | None = None) -> CorpusNgram:
+    """Count training examples' answers into the corpus n-gram table (decode/corpus.py), added to `base`'s
+    counts when given (a continued head's table), and save it beside a head in `folder` (for hybrid trees'
+    corpus trees and vLLM's corpus proposer), its SHA-256 recorded in the head's config.json; returns the
+    table."""
     table = CorpusNgram.of_examples(examples, order, max_tokens)
+    if base is not None:
+        table = base.merged(table)
     path = table.save(folder)
     config = read_config(Path(folder))
     config[CHECKSUMS] = {**config.get(CHECKSUMS, {}), path.name: sha256_file(path)}

@@ -153,7 +153,8 @@ def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> TrainSumma
     torch.manual_seed(recipe.train.seed)
     data = _read_data(recipe, target)
     _weigh_by_free_hits(recipe.train, data.train)
-    head = _setup_head(recipe, target, data.train, head)
+    given, head = head, _setup_head(recipe, target, data.train, head)
+    continued = getattr(head, "corpus", None) if given is None and recipe.head.init_from else None  # its table grows on
     _add_joint_adapter(recipe, target)
     module = TrainingModule(head, target, recipe.train, recipe.head.options, recipe.joint)
     dataset = training_dataset(data.train, recipe.data.features_dir, target, head.feature_layers)  # online or cached
@@ -166,7 +167,7 @@ def _train(recipe: Recipe, target: Target, head: nn.Module | None) -> TrainSumma
     heldout = _measure(head, target, data.heldout, recipe)
     _log_heldout(trainer, heldout)
     summary = _summary(head, outcome, data, heldout, trainer.best, Path(recipe.train.output_dir))
-    head.corpus = _save(trainer, summary, recipe, data.train)
+    head.corpus = _save(trainer, summary, recipe, data.train, continued)
     head.to(device=target.device, dtype=target.dtype).requires_grad_(False)  # as loading final/ gives it
     return summary
 
@@ -349,10 +350,13 @@ def _summary(head: nn.Module, outcome: Outcome, data: TrainingData, accuracy: di
     )
 
 
-def _save(trainer: HeadTrainer, summary: TrainSummary, recipe: Recipe, train_examples: list[Example]):
+def _save(trainer: HeadTrainer, summary: TrainSummary, recipe: Recipe, train_examples: list[Example],
+          continued=None):
     """Write the final head to output_dir/final (its config.json holds the summary's record and the recipe)
     and train_summary.json beside it; returns the corpus table of the training answers saved with it (None
-    when train.corpus_ngram is 0, and in the processes that do not write)."""
+    when train.corpus_ngram is 0, and in the processes that do not write). `continued`: the corpus table of the head
+    that head.init_from continues, which the training answers are counted into (a continued head keeps what
+    its table knew: served answers add to the corpus's counts instead of replacing them)."""
     head, record, cfg = summary.head, summary.record(), recipe.train
     table = None
     if trainer.is_world_process_zero():  # one writer: every rank holds the same head after training
@@ -360,7 +364,10 @@ def _save(trainer: HeadTrainer, summary: TrainSummary, recipe: Recipe, train_exa
         with space_for(summary.output_dir, needed, "the final head"), staged_folder(summary.final) as tmp:
             head.save_pretrained(tmp, trainer.target, extra={"training": record, "recipe": recipe_to_dict(recipe)})
             if cfg.corpus_ngram:  # the answers' n-gram table, for hybrid trees' corpus trees (decode/corpus.py)
-                table = save_corpus(tmp, train_examples, cfg.corpus_ngram, cfg.corpus_ngram_tokens)
+                table = save_corpus(tmp, train_examples, cfg.corpus_ngram, cfg.corpus_ngram_tokens, continued)
+                if continued is not None:
+                    print(f"the corpus table: head.init_from's ({len(continued)} contexts) with this run's answers counted "
+                          f"in ({len(table)} contexts)", file=sys.stderr)
         with space_for(summary.output_dir, 1 << 16, TRAIN_SUMMARY):
             write_json(summary.output_dir / TRAIN_SUMMARY, record)
     return table

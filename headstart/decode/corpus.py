@@ -38,23 +38,34 @@ class CorpusNgramError(HeadstartError):
     """A corpus n-gram table that cannot be built or read."""
 
 
-def _successor_table(windows: np.ndarray, top_k: int) -> tuple[np.ndarray, ...]:
-    """windows (M, n + 1): a context of n tokens then the token that followed. Returns the distinct
-    contexts (C, n), how often each occurred (C,), and its `top_k` most frequent next tokens
-    flattened (P,) with their counts (P,), context i's at starts[i]:starts[i + 1] (starts (C + 1,)),
-    most frequent first, ties to the smaller token id."""
-    order = np.lexsort(windows.T[::-1])  # sort rows by context, then by next token
-    rows = windows[order]
-    new_pair = np.ones(len(rows), dtype=bool)
-    new_pair[1:] = (rows[1:] != rows[:-1]).any(axis=1)
-    first_row = np.flatnonzero(new_pair)
-    pair_counts = np.diff(np.append(first_row, len(rows)))
-    pairs = rows[first_row]  # distinct (context, next) rows, sorted
+def _sum_rows(rows: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of `rows` (M, w), sorted, and the sum of `weights` (M,) over each."""
+    order = np.lexsort(rows.T[::-1])
+    rows = rows[order]
+    new_row = np.ones(len(rows), dtype=bool)
+    new_row[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    first_row = np.flatnonzero(new_row)
+    return rows[first_row], np.add.reduceat(weights[order], first_row) if len(rows) else weights[:0]
+
+
+def _successor_table(windows: np.ndarray, top_k: int, weights: np.ndarray | None = None,
+                     contexts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+    """windows (M, n + 1): a context of n tokens then the token that followed (each seen `weights`
+    times, once by default). Returns the distinct contexts (C, n), how often each occurred (C,), and
+    its `top_k` most frequent next tokens flattened (P,) with their counts (P,), context i's at
+    starts[i]:starts[i + 1] (starts (C + 1,)), most frequent first, ties to the smaller token id.
+    `contexts` (rows, counts): how often each context occurred, where that is more than its windows
+    say (tables merged: each kept only its top_k successors)."""
+    weights = np.ones(len(windows), dtype=np.int64) if weights is None else weights.astype(np.int64)
+    pairs, pair_counts = _sum_rows(windows, weights)  # distinct (context, next) rows, sorted
     ctx = pairs[:, :-1]
     new_ctx = np.ones(len(pairs), dtype=bool)
     new_ctx[1:] = (ctx[1:] != ctx[:-1]).any(axis=1)
     group = np.cumsum(new_ctx) - 1  # context index of each pair
-    totals = np.bincount(group, weights=pair_counts).astype(np.int64)
+    if contexts is None:
+        totals = np.bincount(group, weights=pair_counts).astype(np.int64)
+    else:  # the same distinct contexts in the same (sorted) order: each one held at least one successor
+        totals = _sum_rows(*contexts)[1]
     # Each context's pairs by count, most frequent first (a stable sort keeps ties in token order).
     ranked = np.lexsort((-pair_counts, group))
     rank = np.arange(len(ranked)) - np.flatnonzero(new_ctx)[group[ranked]]
@@ -108,6 +119,25 @@ class CorpusNgram:
                 continue
             tables.append(tuple(a.astype(np.int32) for a in _successor_table(np.concatenate(windows), top_k)))
         return cls(order, tables, top_k)
+
+    def merged(self, other: CorpusNgram) -> CorpusNgram:
+        """The table of both tables' text: each context's occurrences and its successors' counts summed, then its
+        top_k (the larger of the two) kept. Each table kept only its top_k successors, so a token that was
+        outside one table's top_k counts only the other's occurrences. An order only one of them holds is
+        that one's."""
+        tables = []
+        for n in range(1, max(self.order, other.order) + 1):
+            parts = [t[n - 1] for t in (self.tables, other.tables) if n <= len(t)]
+            full = [t for t in parts if len(t[1])]  # an order may be empty (answers shorter than it)
+            if len(full) < 2:
+                tables.append((full or parts)[0])
+                continue
+            a, b = full
+            windows = np.concatenate([np.column_stack([np.repeat(t[0], np.diff(t[2]), axis=0), t[3]]) for t in (a, b)])
+            contexts = (np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]).astype(np.int64))
+            table = _successor_table(windows, max(self.top_k, other.top_k), np.concatenate([a[4], b[4]]), contexts)
+            tables.append(tuple(x.astype(np.int32) for x in table))
+        return CorpusNgram(max(self.order, other.order), tables, max(self.top_k, other.top_k))
 
     def __len__(self) -> int:
         """Contexts held, over all orders."""

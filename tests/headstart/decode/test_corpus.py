@@ -60,6 +60,39 @@ def test_tables_equal_counting_by_hand_on_random_sequences():
             assert list(zip(nxt[a:b].tolist(), cnt[a:b].tolist())) == sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
 
 
+def _arrays(table: CorpusNgram) -> list[list[list]]:
+    return [[a.tolist() for a in t] for t in table.tables]
+
+
+def test_merged_tables_count_both_texts():
+    """A continued head's table (head.init_from): the old table's counts and the new answers' summed. Where
+    top_k holds every successor that is counting both texts at once; where it cuts, each context's
+    occurrences are still exact and its kept successors are the largest sums of what each table kept."""
+    rng = random.Random(1)
+    old = [[rng.randrange(6) for _ in range(rng.randrange(1, 30))] for _ in range(40)]
+    new = [[rng.randrange(8) for _ in range(rng.randrange(1, 30))] for _ in range(25)]
+    wide = CorpusNgram.build(old, order=3, top_k=8).merged(CorpusNgram.build(new, order=3, top_k=8))
+    assert _arrays(wide) == _arrays(CorpusNgram.build(old + new, order=3, top_k=8)) and len(wide) > len(CorpusNgram.build(old, 3))
+    a, b = CorpusNgram.build(old, order=3, top_k=2), CorpusNgram.build(new, order=3, top_k=2)
+    cut, both = a.merged(b), CorpusNgram.build(old + new, order=3, top_k=2)
+    assert cut.top_k == 2 and [t[0].tolist() for t in cut.tables] == [t[0].tolist() for t in both.tables]
+    assert [t[1].tolist() for t in cut.tables] == [t[1].tolist() for t in both.tables]  # occurrences exact
+    for n in range(1, 4):
+        kept = defaultdict(Counter)
+        for t in (a, b):
+            ctx, _, starts, nxt, cnt = t.tables[n - 1]
+            for row, i, j in zip(ctx.tolist(), starts[:-1].tolist(), starts[1:].tolist()):
+                kept[tuple(row)].update(dict(zip(nxt[i:j].tolist(), cnt[i:j].tolist())))
+        ctx, _, starts, nxt, cnt = cut.tables[n - 1]
+        for row, i, j in zip(ctx.tolist(), starts[:-1].tolist(), starts[1:].tolist()):
+            assert list(zip(nxt[i:j].tolist(), cnt[i:j].tolist())) == sorted(kept[tuple(row)].items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    # An order only one table holds (or one whose answers were all shorter than it) is that table's.
+    short = CorpusNgram.build([[1, 2]], order=3)
+    assert _arrays(short.merged(CorpusNgram.build(old, order=3))) == _arrays(CorpusNgram.build(old + [[1, 2]], order=3))
+    deeper = CorpusNgram.build(new, order=2).merged(CorpusNgram.build(old, order=3))
+    assert deeper.order == 3 and _arrays(deeper)[2] == _arrays(CorpusNgram.build(old, order=3))[2]
+
+
 def test_only_answers_are_counted_and_no_ngram_spans_two():
     prompt_then_answers = Example(input_ids=[50, 51, 1, 2, 60, 61, 3, 4], loss_mask=[0, 0, 1, 1, 0, 0, 1, 1], source="x:1")
     table = CorpusNgram.of_examples([prompt_then_answers], order=2)

@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from headstart.cli import main
+from headstart.decode.corpus import CorpusNgram
 from headstart.heads.checkpoint import load_heads
 from headstart.serve.served_log import LOG_ENV, LogServed, ServedLog, served_row
 from headstart.target import Target
@@ -122,12 +123,13 @@ def test_files_rotate_with_mode_0600_and_logging_stops_at_the_cap_deleting_nothi
 @pytest.mark.usefixtures("no_progress_bars")
 def test_headstart_train_continues_a_head_on_the_served_log(tmp_path, smol_folder, monkeypatch):
     """A head trained on a corpus, then continued (head.init_from) on the chats a server logged: the run starts
-    from the first head's weights and moves them."""
+    from the first head's weights and moves them, and its corpus table is the first head's with the served
+    answers counted in (a promoted head must not serve a table of the served chats alone)."""
     write_conversations(tmp_path / "conv.jsonl", n=24)
     recipe = {"target": {"name_or_path": str(smol_folder), "dtype": "float32"},
               "data": {"train_files": [str(tmp_path / "conv.jsonl")], "eval_size": 4, "max_length": 64},
               "head": {"num_heads": 2},
-              "train": {"max_steps": 2, "logging_steps": 1, "batch_size": 4, "bf16": False, "corpus_ngram": 0, "lr": 1e-2}}
+              "train": {"max_steps": 2, "logging_steps": 1, "batch_size": 4, "bf16": False, "corpus_ngram": 3, "lr": 1e-2}}
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     recipe_file = str(tmp_path / "recipe.yaml")
     assert main(["train", recipe_file, f"train.output_dir={tmp_path / 'first'}"]) == 0
@@ -143,3 +145,8 @@ def test_headstart_train_continues_a_head_on_the_served_log(tmp_path, smol_folde
     summary = json.loads((tmp_path / "second" / "final" / "config.json").read_text())
     recorded = json.dumps(summary)  # the continued head records where it started and what it was trained on
     assert str(tmp_path / "first" / "final") in recorded and str(tmp_path / "served") in recorded
+    tables = [CorpusNgram.load(tmp_path / run / "final") for run in ("first", "second")]
+    for old, grown in zip(*(t.tables for t in tables)):
+        occurred = [dict(zip(map(tuple, t[0].tolist()), t[1].tolist())) for t in (old, grown)]
+        assert all(occurred[1].get(c, 0) >= n for c, n in occurred[0].items())  # every count kept
+    assert len(tables[1]) > len(tables[0]) and tables[1].tables[0][1].sum() > tables[0].tables[0][1].sum()  # answers added
