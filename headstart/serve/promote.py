@@ -7,9 +7,11 @@ rows, or any JSONL of `messages` rows ending with the assistant's answer; its to
 else the answer's text tokenized), each head's chain of k checked against the answer as served, teacher-forced,
 in vLLM's counts (serve/prediction.py `along_text_acceptance`, what serve-check predicts vLLM's acceptance
 with). The new head replaces the old folder only when its mean acceptance length is at least (1 + margin) times
-the old one's. The swap loses nothing: the new folder is copied beside the old one, the old folder is renamed
-to OLD.prev-<UTC time> (kept for rollback, never deleted), then the copy is renamed to OLD; the --head folder
-itself is left as it was. A running `headstart serve` keeps serving the old export until it is restarted.
+the old one's, and its corpus table (swapped with it, what `--method corpus` and `hybrid` draft from) drafts
+along the same texts no worse than the old folder's, less the margin. The swap loses nothing: the new folder is
+copied beside the old one, the old folder is renamed to OLD.prev-<UTC time> (kept for rollback, never deleted),
+then the copy is renamed to OLD; the --head folder itself is left as it was. A running `headstart serve` keeps
+serving the old export until it is restarted.
 """
 
 from __future__ import annotations
@@ -77,6 +79,15 @@ def better(new_tau: float | None, old_tau: float | None, margin: float) -> bool:
     return old_tau is None or new_tau >= old_tau * (1 + margin)
 
 
+def table_holds(new_tau: float | None, old_tau: float | None, margin: float) -> bool:
+    """Whether the new folder's corpus table drafts no worse than the old one's, less the relative margin: the
+    folder swapped holds the table too, which `--method corpus` and `hybrid` serve. A missing table counts as
+    drafting nothing; an old folder without one has nothing to lose."""
+    if old_tau is None:
+        return True
+    return new_tau is not None and new_tau >= old_tau * (1 - margin)
+
+
 def swap(new: Path, old: Path) -> Path:
     """Copy `new` beside `old`, rename `old` to OLD.prev-<UTC time> and the copy to `old`; returns where the old
     head went. A failed step puts the old folder back; nothing is deleted but the unfinished copy."""
@@ -116,11 +127,24 @@ def promote(target, new_path: str | Path, old_path: str | Path, prompts: str | P
     heads = {"new": load_heads(new, target=target), "old": load_heads(old, target=target)}  # both checked first
     prompt_ids, texts = texts_of(target.tokenizer, rows)
     counts = {name: along_text_acceptance(target, head, prompt_ids, texts, k) for name, head in heads.items()}
+    tables = {name: table_acceptance(head.corpus, prompt_ids, texts, k) if head.corpus is not None else None
+              for name, head in heads.items()}
     taus = [counts[name]["mean_acceptance_length"] for name in ("new", "old")]
-    promoted = better(*taus, margin)
+    table_taus = [t["mean_acceptance_length"] if t else None for t in (tables["new"], tables["old"])]
+    promoted = better(*taus, margin) and table_holds(*table_taus, margin)
     kept_at = swap(new, old) if promoted else None
     return {"new": str(new), "old": str(old), "prompts": str(prompts), "chats": len(rows), "k": k, "margin": margin,
-            "acceptance": counts, "promoted": promoted, "old_kept_at": str(kept_at) if kept_at else None}
+            "acceptance": counts, "tables": tables, "promoted": promoted, "old_kept_at": str(kept_at) if kept_at else None}
+
+
+def table_acceptance(corpus, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
+    """The corpus proposer's counts along the texts with this table (vLLM's, as serve-check predicts them), and
+    its mean acceptance length."""
+    from headstart.serve.proposer import along_text_counts
+
+    counts = along_text_counts(corpus, prompts, texts, k)
+    counts["mean_acceptance_length"] = 1 + counts["accepted"] / counts["drafts"] if counts["drafts"] else None
+    return counts
 
 
 def format_promotion(report: dict) -> str:
@@ -132,9 +156,20 @@ def format_promotion(report: dict) -> str:
         c = report["acceptance"][name]
         tau = f"{c['mean_acceptance_length']:.3f}" if c["mean_acceptance_length"] else "-"
         lines.append(f"| {name} | {report[name]} | {c['drafts']} | {c['accepted']} | {tau} |")
+    tables = report.get("tables") or {}
+    if any(tables.values()):  # the folders' corpus tables, swapped with the heads
+        lines += ["", "| corpus table (`--method corpus`) | drafts | accepted | τ |", "|---|---|---|---|"]
+        for name in ("new", "old"):
+            c = tables.get(name)
+            tau = f"{c['mean_acceptance_length']:.3f}" if c and c["mean_acceptance_length"] else "-"
+            lines.append(f"| {name} | {c['drafts'] if c else 'none'} | {c['accepted'] if c else '-'} | {tau} |")
     new, old = (report["acceptance"][n]["mean_acceptance_length"] for n in ("new", "old"))
     gain = f"{(new / old - 1) * 100:+.1f}%" if new and old else "n/a"
-    if report["promoted"]:
+    table_taus = [(tables.get(n) or {}).get("mean_acceptance_length") for n in ("new", "old")]
+    if not report["promoted"] and better(new, old, report["margin"]) and not table_holds(*table_taus, report["margin"]):
+        lines.append(f"\nkept the old head: τ {gain}, but the new folder's corpus table drafts worse than the old one's by more "
+                     f"than the margin of {report['margin']:.0%} (or it has none); nothing changed")
+    elif report["promoted"]:
         lines.append(f"\npromoted: τ {gain} (margin {report['margin']:.0%}); {report['new']} copied into {report['old']}, "
                      f"the old head kept at {report['old_kept_at']} (restart `headstart serve` to serve the new one)")
     else:

@@ -16,10 +16,11 @@ import headstart as hs
 from headstart.chat import encode_chat
 from headstart.cli import main
 from headstart.decode.plain import greedy_generate
-from headstart.heads.checkpoint import save_heads
+from headstart.heads.checkpoint import save_corpus, save_heads
 from headstart.heads.eagle3 import Eagle3Options
 from headstart.serve.promote import better
 from headstart.target import Target
+from headstart.train.data import Example
 from tests.helpers import assert_one_error_line, batch_of, fit_head, run_cli, snapshot, tiny_config
 
 pytestmark = pytest.mark.usefixtures("no_progress_bars")
@@ -56,6 +57,7 @@ def logged(tmp_path_factory, smol_tokenizer) -> dict:
     fit_head(taught, target, [batch_of(seq[None]) for seq in sequences], Eagle3Options(ttt_steps=K), 150)
     save_heads(taught, root / "taught", target)
     (root / "recipe.yaml").write_text(yaml.safe_dump({"target": {"name_or_path": str(root / "target"), "dtype": "float32"}}))
+    (root / "answers.json").write_text(json.dumps([r["answer_token_ids"] for r in rows]))
     return {"root": root, "R": str(root / "recipe.yaml")}
 
 
@@ -114,3 +116,23 @@ def test_refused_in_one_line_with_nothing_written(place, capsys, line, names):
     code, err = run_cli(argv, capsys)
     assert_one_error_line(code, err, "promote", names)
     assert snapshot(place["root"]) == before
+
+
+def test_a_better_head_whose_table_drafts_worse_is_not_promoted(logged, place, capsys):
+    """The folder swapped holds the corpus table too: a better head over a folder whose table knows the answers is
+    kept out while its own folder has no table (a continued head saved without the old table), and promoted
+    once it carries one at least as good."""
+    root = place["root"]
+    answers = json.loads((logged["root"] / "answers.json").read_text())
+    examples = [Example(input_ids=a, loss_mask=[1] * len(a), source=f"log:{i}") for i, a in enumerate(answers)]
+    save_corpus(root / "served", examples, order=3, max_tokens=10_000)
+    before = snapshot(root)
+    argv = ["promote", place["R"], "--head", place["T"], "--over", place["S"], "--prompts", place["L"], "--k", str(K)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "drafts worse than the old one's" in out and "| new | none | - | - |" in out and snapshot(root) == before, out
+    save_corpus(root / "taught", examples, order=3, max_tokens=10_000)
+    assert main([*argv, "--out", str(root / "report.json")]) == 0
+    assert "\npromoted: τ +" in capsys.readouterr().out and len(list(root.glob("served.prev-*"))) == 1
+    tables = json.loads((root / "report.json").read_text())["tables"]
+    assert tables["new"]["mean_acceptance_length"] == tables["old"]["mean_acceptance_length"] > 1
