@@ -12,6 +12,16 @@ each answer, vLLM's counters for headstart's corpus proposer are predicted (serv
 test_vllm.py): frozen, and learning, where each answer is counted into the table before the next request drafts.
 Prints, per block, drafts, accepted tokens and vLLM's mean acceptance length (1 + accepted / drafts) both ways;
 --out writes them as JSON.
+
+--continue RECIPE measures the other half of the loop: a head continued on served answers, then compared. The
+stream's answers (--continue-on, a JSONL of chats as --answers or `headstart serve --log-served` write them) are
+split: the first --first are the served chats the head is continued on for --minutes (`headstart train RECIPE
+head.init_from=--head`, mixed with --data's chats so that the served ones are --share of the mix), the rest are
+held out. Both heads then draft along the held-out answers (and each --also file's), as `headstart promote`
+compares them, with their folders' corpus tables, without swapping anything:
+
+    python scripts/bench_learn.py --head runs/demo/eagle3/final --continue recipes/smollm2-135m/eagle3.yaml \
+        --continue-on runs/bench/he_answers.jsonl --out-dir runs/bench/continued --first 100 --minutes 5
 """
 
 from __future__ import annotations
@@ -21,8 +31,10 @@ import gzip
 import json
 import os
 import random
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -31,6 +43,7 @@ from headstart.decode.corpus import CorpusNgram
 from headstart.decode.plain import greedy_generate
 from headstart.eval.prompts import humaneval_prompts, load_eval_prompts
 from headstart.eval.speed import eos_ids
+from headstart.jsonl import DataError, read_jsonl
 from headstart.serve.prediction import learning_counts
 from headstart.target import Target
 
@@ -108,6 +121,64 @@ def block_summary(counts: list[dict]) -> dict:
     return {"drafts": drafts, "accepted": accepted, "mean_acceptance_length": 1 + accepted / drafts if drafts else None}
 
 
+def chats_of(path) -> list[dict]:
+    """The rows of a JSONL file of chats; a missing or malformed file is one error line."""
+    try:
+        return [row for _, row in read_jsonl(path)]
+    except (OSError, DataError) as e:
+        sys.exit(f"bench_learn: error: {path}: {e}")
+
+
+def continued(args, target) -> None:
+    """--continue: continue --head on the first --first chats of --continue-on for --minutes, then compare the
+    continued head with --head along the rest (and each --also file), heads and corpus tables, swapping nothing."""
+    from headstart.heads.checkpoint import load_heads
+    from headstart.serve.prediction import along_text_acceptance
+    from headstart.serve.promote import table_acceptance, texts_of
+
+    out = Path(args.out_dir)
+    if out.exists() and any(out.iterdir()):
+        sys.exit(f"bench_learn: error: --out-dir {out} is not empty; give a new folder (nothing there is replaced)")
+    rows = chats_of(args.continue_on)
+    if not 0 < args.first < len(rows):
+        sys.exit(f"bench_learn: error: --first {args.first}: {args.continue_on} holds {len(rows)} chats; "
+                 "continue on fewer than all, so that some are held out")
+    out.mkdir(parents=True, exist_ok=True)
+    served, heldout = out / "served.jsonl", out / "heldout.jsonl"
+    served.write_text("".join(json.dumps(r) + "\n" for r in rows[: args.first]))
+    heldout.write_text("".join(json.dumps(r) + "\n" for r in rows[args.first :]))
+    limit = round(args.first / args.share)  # the served chats first, then the corpus's up to the limit
+    command = [sys.executable, "-m", "headstart", "train", args.continue_recipe, f"head.init_from={args.head}",
+               f"data.train_files=[{served},{args.data}]", f"data.limit={limit}", f"data.eval_size={max(1, limit // 10)}",
+               f"train.max_minutes={args.minutes}", f"train.epochs={args.epochs}", f"train.output_dir={out / 'head'}"]
+    print(" ".join(command), file=sys.stderr, flush=True)
+    if subprocess.run(command, stdout=sys.stderr).returncode != 0:  # its log on stderr: stdout is the table
+        sys.exit("bench_learn: error: headstart train failed (its message is above)")
+    heads = {"continued": load_heads(out / "head" / "final", target=target), "served": load_heads(args.head, target=target)}
+    steps = json.loads((out / "head" / "final" / "config.json").read_text()).get("training", {}).get("steps")
+    print(f"\n--head {args.head} continued {args.minutes} min ({steps} steps) on the first {args.first} chats of "
+          f"{args.continue_on} with {limit - args.first} of {args.data}; a chain of k = {args.k}, teacher-forced, vLLM's counts\n")
+    print("| answers | head τ continued / served | continued / served | corpus table τ continued / served |")
+    print("|---|---|---|---|")
+    results = []
+    for path in [heldout, *args.also]:
+        chats = chats_of(path)
+        try:
+            prompts, texts = texts_of(target.tokenizer, chats)
+        except DataError as e:
+            sys.exit(f"bench_learn: error: {path}: {e}")
+        tau = {n: along_text_acceptance(target, h, prompts, texts, args.k)["mean_acceptance_length"] for n, h in heads.items()}
+        table = {n: table_acceptance(h.corpus, prompts, texts, args.k)["mean_acceptance_length"] if h.corpus is not None else None
+                 for n, h in heads.items()}
+        results.append({"answers": str(path), "chats": len(chats), "head": tau, "table": table})
+        shown = [f"{t:.3f}" if t else "-" for t in (table["continued"], table["served"])]
+        print(f"| {path} ({len(chats)}) | {tau['continued']:.3f} / {tau['served']:.3f} | {tau['continued'] / tau['served']:.3f}x "
+              f"| {shown[0]} / {shown[1]} |")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"args": vars(args), "steps": steps, "limit": limit, "results": results}, f, indent=1)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default="embedded", help="a model folder or Hub id, or `embedded` (SmolLM2-135M-Instruct)")
@@ -128,12 +199,28 @@ def main() -> None:
                         "step, frozen and learning")
     p.add_argument("--answers", default=None, help="also write the stream as JSONL chats (messages: the prompt, the answer), "
                    "the rows `headstart serve --log-served` logs: to continue a head on them and `headstart promote` it")
+    p.add_argument("--continue", dest="continue_recipe", default=None, metavar="RECIPE",
+                   help="instead: continue --head on served chats with this recipe and compare it with --head (module doc)")
+    p.add_argument("--continue-on", default=None, help="--continue: the stream's chats, in order (what --answers wrote)")
+    p.add_argument("--out-dir", default=None, help="--continue: a new folder for the split chats and the continued head")
+    p.add_argument("--first", type=int, default=100, help="--continue: the chats the head is continued on (the rest held out)")
+    p.add_argument("--share", type=float, default=0.5, help="--continue: the served chats' share of the training mix "
+                   "(the rest --data's chats; 0.5 measured best on HumanEval, docs/results.md)")
+    p.add_argument("--minutes", type=float, default=5.0, help="--continue: training's clock")
+    p.add_argument("--epochs", type=int, default=6, help="--continue: epochs at most (the clock usually ends first)")
+    p.add_argument("--also", nargs="*", default=[], help="--continue: more held-out chats to compare on (e.g. another domain's)")
     args = p.parse_args()
+    if args.continue_recipe and not (args.head and args.continue_on and args.out_dir):
+        p.error("--continue needs --head (the served head), --continue-on and --out-dir")
+    if args.continue_recipe and not 0 < args.share <= 1:
+        p.error(f"--share must lie in (0, 1], got {args.share}")
     if args.target == "embedded":
         from headstart.embedded import embedded_model_path
 
         args.target = str(embedded_model_path())
     target = Target.from_pretrained(args.target, dtype=getattr(torch, args.dtype))
+    if args.continue_recipe:
+        return continued(args, target)
     corpus = table_of(args, target.tokenizer)
     if args.table_cost:
         return table_cost(corpus, data_answers(args.data, target.tokenizer), args.table_cost, args.k)

@@ -1,6 +1,7 @@
 """scripts/bench_learn.py on a tiny target and table: it answers a stream of HumanEval prompts and prints, per
 block, the corpus proposer's acceptance with the table frozen and learning (its JSON with it); a head folder
-without a table is one error line."""
+without a table is one error line. --continue trains a head on the first chats of a stream and compares it with
+the served head on the rest, leaving the served head as it was."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.helpers import snapshot, write_conversations
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,3 +56,31 @@ def test_table_cost_prints_contexts_memory_and_step_time(tmp_path, smol_folder):
     frozen, learned = rows["frozen (the head's)"], rows["learning, after 5 answers (0 s to count)"]
     assert int(learned[0]) > int(frozen[0])  # shifted answers are new text: new contexts
     assert float(frozen[2]) > 0 and float(learned[2]) > 0
+
+
+def test_continue_trains_on_the_first_chats_and_compares_on_the_rest(tmp_path, smol_folder):
+    write_conversations(tmp_path / "conv.jsonl", n=24)
+    recipe = {"target": {"name_or_path": str(smol_folder), "dtype": "float32"},
+              "data": {"train_files": [str(tmp_path / "conv.jsonl")], "eval_size": 4, "max_length": 64},
+              "head": {"num_heads": 2},
+              "train": {"max_steps": 2, "logging_steps": 1, "batch_size": 4, "bf16": False, "corpus_ngram": 3, "lr": 1e-2}}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    proc = subprocess.run([sys.executable, "-m", "headstart", "train", str(tmp_path / "recipe.yaml"), f"train.output_dir={tmp_path / 'first'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PATH": ""})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    served = tmp_path / "first" / "final"
+    before = snapshot(served)
+    argv = ["--target", str(smol_folder), "--dtype", "float32", "--head", str(served), "--continue", str(tmp_path / "recipe.yaml"),
+            "--continue-on", str(tmp_path / "conv.jsonl"), "--data", str(tmp_path / "conv.jsonl"), "--out-dir", str(tmp_path / "cont"),
+            "--first", "12", "--minutes", "0.2", "--k", "2", "--also", str(tmp_path / "conv.jsonl"), "--out", str(tmp_path / "res.json")]
+    proc = _run(*argv)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads((tmp_path / "res.json").read_text())["results"]
+    assert [r["chats"] for r in results] == [12, 24] and all(r["head"]["continued"] >= 1 and r["table"]["served"] > 1 for r in results)
+    assert sum(line.startswith(f"| {tmp_path}") for line in proc.stdout.splitlines()) == 2, proc.stdout
+    assert (tmp_path / "cont" / "head" / "final" / "model.safetensors").is_file() and snapshot(served) == before
+    assert len((tmp_path / "cont" / "served.jsonl").read_text().splitlines()) == 12
+    again = snapshot(tmp_path / "cont")
+    proc = _run(*argv)  # the folder holds a run: refused in one line, nothing replaced
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("bench_learn: error: --out-dir") and "Traceback" not in proc.stderr
+    assert snapshot(tmp_path / "cont") == again
