@@ -231,6 +231,20 @@ def write_conversations(path, n=48, seed=0):
             f.write(json.dumps({"messages": [{"role": "user", "content": f"count from {start}"}, {"role": "assistant", "content": answer}]}) + "\n")
 
 
+def write_small_recipe(tmp_path, target_folder) -> Path:
+    """tmp_path/recipe.yaml: a Medusa head of 2 heads on the target folder, 2 steps over tmp_path/conv.jsonl (24
+    counting chats, written here), its corpus table of order 3 saved: a head to continue in a test."""
+    import yaml
+
+    write_conversations(tmp_path / "conv.jsonl", n=24)
+    recipe = {"target": {"name_or_path": str(target_folder), "dtype": "float32"},
+              "data": {"train_files": [str(tmp_path / "conv.jsonl")], "eval_size": 4, "max_length": 64},
+              "head": {"num_heads": 2},
+              "train": {"max_steps": 2, "logging_steps": 1, "batch_size": 4, "bf16": False, "corpus_ngram": 3, "lr": 1e-2}}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    return tmp_path / "recipe.yaml"
+
+
 def recipe(tmp_path, *extra):
     write_conversations(tmp_path / "conv.jsonl")
     return load_recipe(None, [

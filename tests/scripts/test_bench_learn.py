@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.helpers import snapshot, write_conversations
+from tests.helpers import snapshot, write_small_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,12 +58,7 @@ def test_table_cost_prints_contexts_memory_and_step_time(tmp_path, smol_folder):
 
 
 def test_continue_trains_on_the_first_chats_and_compares_on_the_rest(tmp_path, smol_folder):
-    write_conversations(tmp_path / "conv.jsonl", n=24)
-    recipe = {"target": {"name_or_path": str(smol_folder), "dtype": "float32"},
-              "data": {"train_files": [str(tmp_path / "conv.jsonl")], "eval_size": 4, "max_length": 64},
-              "head": {"num_heads": 2},
-              "train": {"max_steps": 2, "logging_steps": 1, "batch_size": 4, "bf16": False, "corpus_ngram": 3, "lr": 1e-2}}
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    write_small_recipe(tmp_path, smol_folder)
     proc = subprocess.run([sys.executable, "-m", "headstart", "train", str(tmp_path / "recipe.yaml"), f"train.output_dir={tmp_path / 'first'}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PATH": ""})
     assert proc.returncode == 0, proc.stderr[-2000:]

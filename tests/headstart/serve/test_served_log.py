@@ -11,7 +11,6 @@ import stat
 
 import pytest
 import torch
-import yaml
 
 from headstart.cli import main
 from headstart.decode.corpus import CorpusNgram
@@ -19,7 +18,7 @@ from headstart.heads.checkpoint import load_heads
 from headstart.serve.served_log import LOG_ENV, LogServed, ServedLog, served_row
 from headstart.target import Target
 from headstart.train.formats import read_conversations
-from tests.helpers import write_conversations
+from tests.helpers import write_small_recipe
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "count from 3"}]}]
 
@@ -125,13 +124,7 @@ def test_headstart_train_continues_a_head_on_the_served_log(tmp_path, smol_folde
     """A head trained on a corpus, then continued (head.init_from) on the chats a server logged: the run starts
     from the first head's weights and moves them, and its corpus table is the first head's with the served
     answers counted in (a promoted head must not serve a table of the served chats alone)."""
-    write_conversations(tmp_path / "conv.jsonl", n=24)
-    recipe = {"target": {"name_or_path": str(smol_folder), "dtype": "float32"},
-              "data": {"train_files": [str(tmp_path / "conv.jsonl")], "eval_size": 4, "max_length": 64},
-              "head": {"num_heads": 2},
-              "train": {"max_steps": 2, "logging_steps": 1, "batch_size": 4, "bf16": False, "corpus_ngram": 3, "lr": 1e-2}}
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    recipe_file = str(tmp_path / "recipe.yaml")
+    recipe_file = str(write_small_recipe(tmp_path, smol_folder))
     assert main(["train", recipe_file, f"train.output_dir={tmp_path / 'first'}"]) == 0
     monkeypatch.setenv(LOG_ENV, str(tmp_path / "served"))
     app = LogServed(chat_app(counting))
