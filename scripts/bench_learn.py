@@ -133,8 +133,7 @@ def continued(args, target) -> None:
     """--continue: continue --head on the first --first chats of --continue-on for --minutes, then compare the
     continued head with --head along the rest (and each --also file), heads and corpus tables, swapping nothing."""
     from headstart.heads.checkpoint import load_heads
-    from headstart.serve.prediction import along_text_acceptance
-    from headstart.serve.promote import table_acceptance, texts_of
+    from headstart.serve.promote import compare
 
     out = Path(args.out_dir)
     if out.exists() and any(out.iterdir()):
@@ -164,12 +163,11 @@ def continued(args, target) -> None:
     for path in [heldout, *args.also]:
         chats = chats_of(path)
         try:
-            prompts, texts = texts_of(target.tokenizer, chats)
+            counts, tables = compare(target, heads, chats, args.k)  # as `headstart promote` compares them
         except DataError as e:
             sys.exit(f"bench_learn: error: {path}: {e}")
-        tau = {n: along_text_acceptance(target, h, prompts, texts, args.k)["mean_acceptance_length"] for n, h in heads.items()}
-        table = {n: table_acceptance(h.corpus, prompts, texts, args.k)["mean_acceptance_length"] if h.corpus is not None else None
-                 for n, h in heads.items()}
+        tau = {n: c["mean_acceptance_length"] for n, c in counts.items()}
+        table = {n: t["mean_acceptance_length"] if t else None for n, t in tables.items()}
         results.append({"answers": str(path), "chats": len(chats), "head": tau, "table": table})
         shown = [f"{t:.3f}" if t else "-" for t in (table["continued"], table["served"])]
         print(f"| {path} ({len(chats)}) | {tau['continued']:.3f} / {tau['served']:.3f} | {tau['continued'] / tau['served']:.3f}x "

@@ -114,10 +114,10 @@ def swap(new: Path, old: Path) -> Path:
 def promote(target, new_path: str | Path, old_path: str | Path, prompts: str | Path, k: int = 3, margin: float = 0.02,
             num_prompts: int = NUM_PROMPTS, rows: list[dict] | None = None) -> dict:
     """Compare the two heads along the logged chats and swap the folders when the new one is better (module doc).
-    Returns the report: each head's counts, the margin, whether it was promoted and where the old head went.
+    Returns the report: each head's and table's counts, the margin, whether it was promoted, what kept it out where
+    the head was better (`kept_by`: "table") and where the old head went.
     `rows`: the chats `logged_rows(prompts, num_prompts)` returned, where the caller has read them already."""
     from headstart.heads.checkpoint import load_heads
-    from headstart.serve.prediction import along_text_acceptance
 
     new, old = Path(new_path), Path(old_path)
     refusal = promote_refusal(new, old)
@@ -125,16 +125,28 @@ def promote(target, new_path: str | Path, old_path: str | Path, prompts: str | P
         raise PromoteError(refusal)
     rows = logged_rows(prompts, num_prompts) if rows is None else rows
     heads = {"new": load_heads(new, target=target), "old": load_heads(old, target=target)}  # both checked first
-    prompt_ids, texts = texts_of(target.tokenizer, rows)
-    counts = {name: along_text_acceptance(target, head, prompt_ids, texts, k) for name, head in heads.items()}
-    tables = {name: table_acceptance(head.corpus, prompt_ids, texts, k) if head.corpus is not None else None
-              for name, head in heads.items()}
+    counts, tables = compare(target, heads, rows, k)
     taus = [counts[name]["mean_acceptance_length"] for name in ("new", "old")]
     table_taus = [t["mean_acceptance_length"] if t else None for t in (tables["new"], tables["old"])]
-    promoted = better(*taus, margin) and table_holds(*table_taus, margin)
+    head_better = better(*taus, margin)
+    kept_by = "table" if head_better and not table_holds(*table_taus, margin) else None  # the reason, for the report
+    promoted = head_better and kept_by is None
     kept_at = swap(new, old) if promoted else None
     return {"new": str(new), "old": str(old), "prompts": str(prompts), "chats": len(rows), "k": k, "margin": margin,
-            "acceptance": counts, "tables": tables, "promoted": promoted, "old_kept_at": str(kept_at) if kept_at else None}
+            "acceptance": counts, "tables": tables, "promoted": promoted, "kept_by": kept_by,
+            "old_kept_at": str(kept_at) if kept_at else None}
+
+
+def compare(target, heads: dict, rows: list[dict], k: int) -> tuple[dict, dict]:
+    """Each head's chain of k and each folder's corpus table drafting along the chats' answers (`texts_of`), in
+    vLLM's counts: ({name: the head's counts}, {name: its table's counts, None where it has no table})."""
+    from headstart.serve.prediction import along_text_acceptance
+
+    prompts, texts = texts_of(target.tokenizer, rows)
+    counts = {name: along_text_acceptance(target, head, prompts, texts, k) for name, head in heads.items()}
+    tables = {name: table_acceptance(head.corpus, prompts, texts, k) if head.corpus is not None else None
+              for name, head in heads.items()}
+    return counts, tables
 
 
 def table_acceptance(corpus, prompts: list[list[int]], texts: list[list[int]], k: int) -> dict:
@@ -165,8 +177,7 @@ def format_promotion(report: dict) -> str:
             lines.append(f"| {name} | {c['drafts'] if c else 'none'} | {c['accepted'] if c else '-'} | {tau} |")
     new, old = (report["acceptance"][n]["mean_acceptance_length"] for n in ("new", "old"))
     gain = f"{(new / old - 1) * 100:+.1f}%" if new and old else "n/a"
-    table_taus = [(tables.get(n) or {}).get("mean_acceptance_length") for n in ("new", "old")]
-    if not report["promoted"] and better(new, old, report["margin"]) and not table_holds(*table_taus, report["margin"]):
+    if report.get("kept_by") == "table":
         lines.append(f"\nkept the old head: τ {gain}, but the new folder's corpus table drafts worse than the old one's by more "
                      f"than the margin of {report['margin']:.0%} (or it has none); nothing changed")
     elif report["promoted"]:

@@ -118,7 +118,7 @@ def test_refused_in_one_line_with_nothing_written(place, capsys, line, names):
     assert snapshot(place["root"]) == before
 
 
-def test_a_better_head_whose_table_drafts_worse_is_not_promoted(logged, place, capsys):
+def test_a_better_head_whose_table_drafts_worse_is_not_promoted(logged, place, capsys, tmp_path_factory):
     """The folder swapped holds the corpus table too: a better head over a folder whose table knows the answers is
     kept out while its own folder has no table (a continued head saved without the old table), and promoted
     once it carries one at least as good."""
@@ -128,11 +128,16 @@ def test_a_better_head_whose_table_drafts_worse_is_not_promoted(logged, place, c
     save_corpus(root / "served", examples, order=3, max_tokens=10_000)
     before = snapshot(root)
     argv = ["promote", place["R"], "--head", place["T"], "--over", place["S"], "--prompts", place["L"], "--k", str(K)]
-    assert main(argv) == 0
+    kept_report = tmp_path_factory.mktemp("kept") / "report.json"  # outside the folders compared
+    assert main([*argv, "--out", str(kept_report)]) == 0
     out = capsys.readouterr().out
     assert "drafts worse than the old one's" in out and "| new | none | - | - |" in out and snapshot(root) == before, out
     save_corpus(root / "taught", examples, order=3, max_tokens=10_000)
     assert main([*argv, "--out", str(root / "report.json")]) == 0
     assert "\npromoted: τ +" in capsys.readouterr().out and len(list(root.glob("served.prev-*"))) == 1
-    tables = json.loads((root / "report.json").read_text())["tables"]
+    report = json.loads((root / "report.json").read_text())
+    tables = report["tables"]
     assert tables["new"]["mean_acceptance_length"] == tables["old"]["mean_acceptance_length"] > 1
+    assert report["kept_by"] is None
+    kept = json.loads(kept_report.read_text())
+    assert kept["kept_by"] == "table" and not kept["promoted"] and kept["tables"]["new"] is None
