@@ -13,6 +13,8 @@ Heads provide `input_features`, `step`, `draft_logits`, `draft_ids`, `dtype` and
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from headstart.decode.cache import truncate
@@ -69,10 +71,12 @@ class FeatureDrafter(CachedDrafter):
         )
         return Proposal(kept[None], tree, scores=kept_scores.exp()[None])  # scores: path probabilities
 
-    def scored_paths(self, state: DraftState, spec: DynamicTreeSpec) -> list[tuple[list[int], float]]:
+    def scored_paths(self, state: DraftState, spec: DynamicTreeSpec, floor: float = 0.0) -> list[tuple[list[int], float]]:
         """What `propose` drafts as (token path from the root, path probability) per node, parents first (its
-        scores as `propose` rounds them): what a hybrid's shared budget reads, without the tree's tensors."""
-        parents, scores, toks = self._grow(state, spec)
+        scores as `propose` rounds them): what a hybrid's shared budget reads, without the tree's tensors.
+        `floor`: a path probability below which the caller uses no path; the paths at or above it are the same
+        (`grow_tree`'s floor: the tree is not grown below it, which can save the deeper forwards)."""
+        parents, scores, toks = self._grow(state, spec, math.log(floor) if floor > 0 else -math.inf)
         scores = torch.tensor(scores)  # float32, as `propose` ranks them
         kept = kept_candidates(parents, scores.tolist(), spec.total_tokens)
         probs = scores[kept].exp().tolist()
@@ -82,8 +86,9 @@ class FeatureDrafter(CachedDrafter):
         return [(path[i], p) for i, p in zip(kept, probs)]
 
     @torch.no_grad()
-    def _grow(self, state: DraftState, spec: DynamicTreeSpec) -> tuple[list[int], list[float], list[int]]:
-        """The candidates of the step's tree (`grow_tree`): parents, cumulative log-probabilities, target ids."""
+    def _grow(self, state: DraftState, spec: DynamicTreeSpec, floor: float = -math.inf) -> tuple[list[int], list[float], list[int]]:
+        """The candidates of the step's tree (`grow_tree`, not grown below `floor`): parents, cumulative
+        log-probabilities, target ids."""
         head = self.head
         dev, dtype = head.device, head.dtype
         self.committed_cache(state)
@@ -109,6 +114,6 @@ class FeatureDrafter(CachedDrafter):
             return head.draft_logits(o).float().log_softmax(-1)
 
         root_logp = head.draft_logits(h_root).float().log_softmax(-1)
-        parents, scores, toks, _ = grow_tree(root_logp, spec, expand, head.draft_ids)
+        parents, scores, toks, _ = grow_tree(root_logp, spec, expand, head.draft_ids, floor)
         truncate(self.cache, committed)
         return parents, scores, toks

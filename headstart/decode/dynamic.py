@@ -9,6 +9,7 @@ KV cache feeds each new frontier layer with. Static trees are in `decode/tree.py
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -123,7 +124,8 @@ def kept_candidates(parents: list[int], scores: list[float], total_tokens: int) 
     return [i for i in range(m) if keep[i]]
 
 
-def grow_tree(root_logp: torch.Tensor, spec: DynamicTreeSpec, expand, token_ids: torch.Tensor | None = None):
+def grow_tree(root_logp: torch.Tensor, spec: DynamicTreeSpec, expand, token_ids: torch.Tensor | None = None,
+              floor: float = -math.inf):
     """EAGLE-2's tree growth (Li et al., 2024): expand the best frontier by cumulative log-probability.
 
     root_logp (V',) is the drafter's log-distribution after the root. Depth 1 takes its top_k
@@ -133,6 +135,11 @@ def grow_tree(root_logp: torch.Tensor, spec: DynamicTreeSpec, expand, token_ids:
     vocabulary); `tokens` passed to `expand` are target ids. Returns candidate lists
     (parents, scores, tokens, depths), parents as candidate indices (-1: a child of the root),
     ready for `select_dynamic_tree`.
+
+    `floor`: a cumulative score below which no candidate can be used (a hybrid's shared budget already holds
+    enough better paths). A child never scores above its parent, so frontier nodes below it are not
+    expanded, and the growth stops (a forward saved) when none is left; the candidates at or above the
+    floor are the same as without it, in the same order.
     """
     k = spec.top_k
 
@@ -144,6 +151,9 @@ def grow_tree(root_logp: torch.Tensor, spec: DynamicTreeSpec, expand, token_ids:
     parents, depths = [-1] * len(tokens), [1] * len(tokens)
     frontier = list(range(len(tokens)))
     for _ in range(spec.depth - 1):
+        frontier = [c for c in frontier if scores[c] >= floor]
+        if not frontier:
+            break
         child_logp = expand(frontier, parents, tokens, depths).float()  # (n, V')
         best = child_logp.topk(min(k, child_logp.shape[-1]), dim=-1)
         new = []

@@ -213,19 +213,21 @@ class HybridDrafter:
             return chain_proposal(branch, state.root.device)
         root = int(state.root[0])
         proposal, head = chain_proposal([], state.root.device), None  # head: the head's scored paths, to share
+        corpus = None  # the corpus's scored paths in the shared budget, once drafted
         if self.inner is not None and self.sure and self.corpus.surest(self.branch.index.tokens, root) >= self.sure:
             self._sit_out(state)  # the corpus table is sure of the next token: the step drafts as without a head
             stats.sure += 1
         elif self.inner is not None:
             joined, self.pending = _joined(self.pending, state), None
             if self.shared_nodes and hasattr(self.inner, "scored_paths"):  # its paths without the tree's tensors
-                head = self.inner.scored_paths(joined, tree_or_spec)
+                corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
+                head = self.inner.scored_paths(joined, tree_or_spec, self._floor(corpus))
             else:
                 proposal = self.inner.propose(joined, tree_or_spec)
                 if self.shared_nodes and proposal.scores is not None and proposal.draft_probs is None:
                     proposal, head = chain_proposal([], state.root.device), scored_paths(proposal)
         # The shared tree's leaves first, then the branch, then the corpus tree's (none where the tree is shared).
-        shared = self._shared(head, root) if head is not None else []
+        shared = self._shared(head, root, corpus) if head is not None else []
         paths = self.corpus.draft(self.branch.index.tokens, root) if self.corpus and head is None else []
         proposal, merges = merge_into(proposal, [*shared, *([branch] if branch else []), *paths])
         if branch:
@@ -240,11 +242,22 @@ class HybridDrafter:
         if self.inner is not None:
             self.pending = _joined(self.pending, state)
 
-    def _shared(self, head: list[tuple[list[int], float]], root: int) -> list[list[int]]:
-        """The head's scored paths and the corpus's competing for `shared_nodes` (`shared_tree`): the
-        leaves of the tree they form; the corpus paths taken are kept to be credited."""
+    def _floor(self, corpus: list[tuple[list[int], float]]) -> float:
+        """The head's path probability below which none of its paths can take a place in the shared budget
+        (`shared_tree`): the corpus already holds `shared_nodes` paths that score higher, and a path never
+        scores above its parent, so the head need not grow its tree below it (0 where the corpus holds fewer).
+        A hair under the cut, so that rounding never drops a path that ties with it."""
+        if len(corpus) < self.shared_nodes or self.head_weight <= 0:
+            return 0.0
+        return min(p for _, p in corpus) / self.head_weight * (1 - 1e-4)
+
+    def _shared(self, head: list[tuple[list[int], float]], root: int, corpus=None) -> list[list[int]]:
+        """The head's scored paths and the corpus's (`corpus`, drafted here when not given) competing for
+        `shared_nodes` (`shared_tree`): the leaves of the tree they form; the corpus paths taken are kept to
+        be credited."""
         head = [(path, p * self.head_weight) for path, p in head]
-        corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
+        if corpus is None:
+            corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
         if self.head_continue:  # the table's continuations of the head's paths compete too
             corpus = corpus + self.corpus.after(self.branch.index.tokens, root, head, self.head_continue)
         chosen = shared_tree(head, corpus, self.shared_nodes)

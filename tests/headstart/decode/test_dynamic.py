@@ -81,6 +81,40 @@ def test_grow_tree_by_hand():
     assert scores == pytest.approx([log(v) for v in expected], abs=1e-5)
 
 
+def test_grow_tree_not_grown_below_a_floor():
+    """The by-hand tree with a floor: frontier nodes below it are not fed (at 0.25 the second layer feeds
+    candidate 2 (0.3) and not candidate 4 (0.21)); where no frontier node reaches it the growth stops, a forward
+    saved (at 0.31 after the first layer, at 0.6 before it); the candidates at or above the floor are the
+    unfloored tree's, in its order."""
+    root = torch.tensor([0.5, 0.3, 0.15, 0.05]).log()
+    layers = [
+        torch.tensor([[0.1, 0.2, 0.6, 0.1], [0.7, 0.05, 0.15, 0.1]]).log(),
+        torch.tensor([[0.8, 0.1, 0.05, 0.05], [0.05, 0.05, 0.1, 0.8]]).log(),
+    ]
+
+    def grown(floor: float):
+        fed = []
+
+        def expand(frontier, parents, tokens, depths):
+            fed.append(list(frontier))
+            return layers[len(fed) - 1][: len(frontier)]
+
+        parents, scores, tokens, _ = grow_tree(root, DynamicTreeSpec(depth=3, top_k=2), expand, torch.arange(10, 14),
+                                               floor=math.log(floor))
+        paths = {}
+        for i, (par, tok) in enumerate(zip(parents, tokens)):
+            paths[i] = [*paths[par], tok] if par >= 0 else [tok]
+        return fed, [(paths[i], s) for i, s in enumerate(scores)]
+
+    _, whole = grown(1e-9)
+    for floor, forwards in ((0.25, 2), (0.31, 1), (0.6, 0)):
+        fed, kept = grown(floor)
+        assert len(fed) == forwards, floor
+        assert [c for c in kept if c[1] >= math.log(floor)] == [c for c in whole if c[1] >= math.log(floor)], floor
+    assert grown(0.25)[0] == [[0, 1], [2]] and grown(0.31)[0] == [[0]]
+
+
+
 def test_frontier_attention_by_hand():
     """Two committed entries, candidates 0..3 fed at cache entries 2..5; candidate 4 (child of 2, grandchild of 0)
     is fed at entry 6: it sees the prefix, its ancestors' entries (2 for candidate 0, 4 for candidate 2) and itself."""

@@ -224,6 +224,40 @@ def test_a_feature_heads_scored_paths_are_its_proposal():
         assert paths == scored_paths(head.drafter().propose(state, spec)) and len(paths) == spec.total_tokens
 
 
+def test_the_head_grows_no_node_the_shared_budget_cannot_take():
+    """In a shared budget the corpus's `shared_nodes` paths set a floor (`HybridDrafter._floor`): a head path
+    scoring under the worst of them cannot take a place, and its children score no higher, so the EAGLE-3
+    drafter stops growing there. The shared tree is the one drafted without the floor, at every state, and
+    the floor saves draft forwards on some of them."""
+    target = tiny_target("llama")
+    corpus, head = _own_corpus(target), perturbed_of("eagle3", target)
+    spec = DynamicTreeSpec(depth=3, top_k=3, total_tokens=8)
+    forwards = []
+    step = head.step
+
+    def counted(*args, **kwargs):
+        forwards[-1] += 1
+        return step(*args, **kwargs)
+
+    head.step = counted  # counts the draft layer's forwards; computes what it computed
+    saved = 0
+    for prompt in random_prompts(batch=6, seed=5).split(1):
+        first = target(prompt, feature_layers=head.feature_layers)
+        features = torch.cat([first.features[i] for i in head.feature_layers], dim=-1)
+        state = DraftState(first.hidden[:, -1], target.logits(first.hidden[:, -1]).argmax(-1), features, prompt, 0)
+        drafter = HybridHead(head, max_tokens=4, corpus=corpus, corpus_nodes=8, shared_nodes=6, head_weight=2.0).drafter()
+        root = int(state.root[0])
+        paths = drafter.corpus.scored(prompt[0].tolist(), root, 6)
+        grown = []
+        for floor in (0.0, drafter._floor(paths)):
+            forwards.append(0)
+            grown.append(drafter._shared(head.drafter().scored_paths(state, spec, floor), root, paths))
+        assert grown[0] == grown[1] and grown[0]
+        saved += forwards[-2] - forwards[-1]
+    assert saved > 0
+
+
+
 def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
     target = tiny_target("llama")
     corpus = _own_corpus(target)
