@@ -219,8 +219,9 @@ class HybridDrafter:
             stats.sure += 1
         elif self.inner is not None:
             joined, self.pending = _joined(self.pending, state), None
-            if self.shared_nodes and hasattr(self.inner, "scored_paths"):  # its paths without the tree's tensors
+            if self.shared_nodes:  # drafted first: its worst path is the floor the head's tree is not grown below
                 corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
+            if self.shared_nodes and hasattr(self.inner, "scored_paths"):  # its paths without the tree's tensors
                 head = self.inner.scored_paths(joined, tree_or_spec, self._floor(corpus))
             else:
                 proposal = self.inner.propose(joined, tree_or_spec)
@@ -247,17 +248,14 @@ class HybridDrafter:
         (`shared_tree`): the corpus already holds `shared_nodes` paths that score higher, and a path never
         scores above its parent, so the head need not grow its tree below it (0 where the corpus holds fewer).
         A hair under the cut, so that rounding never drops a path that ties with it."""
-        if len(corpus) < self.shared_nodes or self.head_weight <= 0:
+        if len(corpus) < self.shared_nodes:
             return 0.0
         return min(p for _, p in corpus) / self.head_weight * (1 - 1e-4)
 
-    def _shared(self, head: list[tuple[list[int], float]], root: int, corpus=None) -> list[list[int]]:
-        """The head's scored paths and the corpus's (`corpus`, drafted here when not given) competing for
-        `shared_nodes` (`shared_tree`): the leaves of the tree they form; the corpus paths taken are kept to
-        be credited."""
+    def _shared(self, head: list[tuple[list[int], float]], root: int, corpus: list[tuple[list[int], float]]) -> list[list[int]]:
+        """The head's scored paths and the corpus's (`corpus`) competing for `shared_nodes` (`shared_tree`):
+        the leaves of the tree they form; the corpus paths taken are kept to be credited."""
         head = [(path, p * self.head_weight) for path, p in head]
-        if corpus is None:
-            corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
         if self.head_continue:  # the table's continuations of the head's paths compete too
             corpus = corpus + self.corpus.after(self.branch.index.tokens, root, head, self.head_continue)
         chosen = shared_tree(head, corpus, self.shared_nodes)

@@ -114,7 +114,6 @@ def test_grow_tree_not_grown_below_a_floor():
     assert grown(0.25)[0] == [[0, 1], [2]] and grown(0.31)[0] == [[0]]
 
 
-
 def test_frontier_attention_by_hand():
     """Two committed entries, candidates 0..3 fed at cache entries 2..5; candidate 4 (child of 2, grandchild of 0)
     is fed at entry 6: it sees the prefix, its ancestors' entries (2 for candidate 0, 4 for candidate 2) and itself."""

@@ -56,7 +56,6 @@ def test_a_copying_branch_grows_past_its_length_alone_and_stays_lossless():
     assert grown_stats.alone > 0 and len(grown.accepted_per_step) < len(held.accepted_per_step)
 
 
-
 @pytest.mark.parametrize("kind", ["medusa", "eagle3"])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_corpus_trees_are_accepted_and_decoding_stays_lossless(arch, kind):
@@ -255,7 +254,6 @@ def test_the_head_grows_no_node_the_shared_budget_cannot_take():
         assert grown[0] == grown[1] and grown[0]
         saved += forwards[-2] - forwards[-1]
     assert saved > 0
-
 
 
 def test_lookup_and_corpus_without_a_head_equal_plain_decoding():
