@@ -98,7 +98,7 @@ def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalCo
             gens[label], sources[label] = SpeculativeGenerator(target, h), "command" if "prompt_lookup" in given else "recipe"
         else:
             options, sources[label] = tree_options(h, decode, given)
-            gens[label] = SpeculativeGenerator(target, h, **options)
+            gens[label] = SpeculativeGenerator(target, h, draft_int8=decode.draft_int8, **options)
     assistant = load_assistant(cfg.assistant, target) if cfg.assistant else None
     return Methods(target=target, heads=named, gens=gens, tree_sources=sources, assistant=assistant, eos=eos_ids(target), cfg=cfg)
 

@@ -63,6 +63,7 @@ def _tree_text(tree: dict | None) -> str:
     if lookup and not lookup["branch"]:
         return f"chain of ≤ {lookup['max_tokens']} copied tokens, n-gram ≤ {lookup['max_ngram']} (prompt lookup)"
     source = f", from the {tree['source']}" if tree.get("source") else ""
+    source += ", the head's products in int8" if tree.get("draft_int8") else ""
     text = f"{tree['size']} nodes, depth {tree['depth']}, top-{tree['top_k']} ({tree['kind']}{source})"
     if lookup:
         text = "no head" if lookup.get("head") is False else text

@@ -7,8 +7,8 @@ embedding that concatenates halves, and a cache that concatenates its keys at ev
 the same arithmetic runs in fewer operations, for forwards without gradients only (training keeps
 the module's own path):
 
-- q, k and v in one product, gate and up in one (weights concatenated once, packed for oneDNN
-  when the head's are, rebuilt when a weight changes);
+- q, k and v in one product, gate and up in one (weights concatenated once, packed for oneDNN or
+  quantised to int8 when the head's are, rebuilt when a weight changes);
 - q and k rotated together, cos and sin read from a table by position (`RotaryTable`);
 - RMSNorm's arithmetic without a module call; the masks as bool, handed to SDPA as they are;
 - the keys and values in `DraftKV`, buffers grown by doubling, so that appending is a copy and
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headstart.packed import is_packed, pack_linears
+from headstart.packed import is_packed, is_quantized, pack_linears, quantize_linears
 
 
 class DraftKV:
@@ -125,13 +125,16 @@ class LeanDraftLayer:
         return [attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj]
 
     def parts(self) -> nn.ModuleDict:
-        """The fused products, rebuilt when a source weight was changed, moved or packed since."""
+        """The fused products, rebuilt when a source weight was changed, moved, packed or quantised since
+        (packed or quantised as the layer is)."""
         sources = self._sources()
         key = tuple((m.weight.data_ptr(), m.weight._version, m.weight.dtype, type(m)) for m in sources)
         if key != self._key:
             q, k, v, gate, up = sources
             self._parts = nn.ModuleDict({"qkv": _fused([q, k, v]), "gate_up": _fused([gate, up])})
-            if is_packed(self.head.midlayer):
+            if is_quantized(self.head.midlayer):
+                quantize_linears(self._parts)
+            elif is_packed(self.head.midlayer):
                 pack_linears(self._parts)
             self._key = key
         return self._parts

@@ -154,7 +154,7 @@ def cmd_generate(args) -> int:
     head = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
     head = with_lookup(head, HybridSettings.from_decode(recipe.decode))  # hybrid trees
     options, source = tree_options(head, recipe.decode, given)
-    gen = SpeculativeGenerator(target, head, **options)
+    gen = SpeculativeGenerator(target, head, draft_int8=recipe.decode.draft_int8, **options)
     tok = target.tokenizer
     ids = encode_chat(tok, [{"role": "user", "content": args.prompt}])
     streamer = None if args.show_drafts else TextStreamer(tok, skip_prompt=True, skip_special_tokens=True)

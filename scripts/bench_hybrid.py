@@ -67,6 +67,8 @@ def main() -> None:
     p.add_argument("--head-continue", type=int, nargs="*", default=[],
                    help="also each shared hybrid (at each --head-weight, each --sure) with the table continuing the head's paths by C nodes (decode.hybrid_continue)")
     p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
+    p.add_argument("--int8", action="store_true",
+                   help="each head also with its products in int8 (decode.draft_int8; a second copy, '<folder> (int8)'), alone and in the same hybrids")
     p.add_argument("--only-margin", action="store_true",
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
     p.add_argument("--dynamic-tree", type=int, nargs=3, metavar=("DEPTH", "TOP_K", "NODES"),
@@ -93,7 +95,7 @@ def main() -> None:
     prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in records]
     eos, n = target.model.generation_config.eos_token_id, args.max_new_tokens
 
-    def speculative(h, head_nodes: int | None = None):
+    def speculative(h, head_nodes: int | None = None, int8: bool = False):
         """h decoded with the head's saved tree, or (head_nodes) a tree of that many nodes from its held-out accuracy."""
         given = {"tree_size"} if head_nodes else set()
         decode = DecodeConfig(tree_size=head_nodes or 16)
@@ -103,7 +105,7 @@ def main() -> None:
             given |= {"depth", "top_k", "total_tokens"}
         if args.hybrid_tree and isinstance(h, HybridHead) and trait(h.head, "dynamic"):
             h.hybrid_tree = DynamicTreeSpec(*args.hybrid_tree)
-        gen = SpeculativeGenerator(target, h, **tree_options(h, decode, given)[0])
+        gen = SpeculativeGenerator(target, h, draft_int8=int8, **tree_options(h, decode, given)[0])
         return lambda ids: gen.generate(ids, n, eos_token_id=eos)
 
     free = {f"lookup branch + corpus tree of {k} nodes, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))
@@ -131,21 +133,23 @@ def main() -> None:
         variants[f"+ corpus tree of 8 nodes beside the head's tree cut to {k} nodes"] = speculative(
             HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8), head_nodes=k)
     heads = {args.head: head, **{h: load_heads(h, target=target) for h in args.more_heads}}
+    int8 = {f"{folder} (int8)": load_heads(folder, target=target) for folder in heads} if args.int8 else {}
+    heads.update(int8)
     if args.only_margin:
         variants = {k: v for k, v in variants.items() if k in ("plain", "prompt lookup alone (chain <= 10)")}
     for folder, h in heads.items():
         if args.only_margin or folder != args.head:
-            variants[f"{folder}: head alone"] = speculative(h)
+            variants[f"{folder}: head alone"] = speculative(h, int8=folder in int8)
             variants.update({f"{folder}: head and corpus share {k} nodes": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k)) for k in args.shared_nodes})
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k), int8=folder in int8) for k in args.shared_nodes})
             variants.update({f"{folder}: head and corpus share {k} nodes, the head out where the corpus is {sure:.2f} sure": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure))
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure), int8=folder in int8)
                 for k in args.shared_nodes for sure in args.sure})
             variants.update({f"{folder}: head (weighed x{w:g}) and corpus share {k} nodes{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w))
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w), int8=folder in int8)
                 for k in args.shared_nodes for w in args.head_weight for sure in (args.sure or [0.0])})
             variants.update({f"{folder}: head{f' (weighed x{w:g})' if w != 1 else ''} and corpus share {k} nodes, the table continuing its paths by {c}{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w, head_continue=c))
+                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w, head_continue=c), int8=folder in int8)
                 for k in args.shared_nodes for w in (args.head_weight or [1.0]) for sure in (args.sure or [0.0]) for c in args.head_continue})
     variants.update(free)
     head_free = {"plain", "prompt lookup alone (chain <= 10)", *free}

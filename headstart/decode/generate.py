@@ -45,7 +45,7 @@ from headstart.decode.io import Clock, GenerateOutput, Stopper, Streams, begin, 
 from headstart.decode.sampling import GenerationError, Sampling, choose
 from headstart.decode.tree import Tree, load_tree
 from headstart.decode.verify import TreeTensors, greedy_accept_rows, sample_accept, stack_trees, typical_accept
-from headstart.packed import is_packed, pack_linears
+from headstart.packed import is_packed, is_quantized, pack_linears, quantize_linears
 
 ACCEPTANCE_MODES = ("exact", "typical")
 
@@ -83,13 +83,22 @@ def draft_modules(head) -> tuple[nn.Module, ...]:
     return (head,) if isinstance(head, nn.Module) else tuple(trait(head, "draft_modules"))
 
 
-def pack_like_target(head, target) -> None:
+# Every head kind's Linear over the target's hidden states (EAGLE's, EAGLE-3's, P-EAGLE's and DFlash's fc): it
+# stays in the head's dtype under `draft_int8`, for those states carry outlier channels that one int8 scale per
+# input crushes (docs/results.md#int8-draft-heads).
+FEATURE_LINEARS = ("fc",)
+
+
+def pack_like_target(head, target, int8: bool = False) -> None:
     """Where the target's Linear weights are packed for oneDNN (CPU decoding), pack the head's too: a
     draft layer's small matrix products run slower in the stock layout
-    (docs/results.md#the-head-sitting-out-sure-steps-packed-draft-heads); the head's weights and
-    state dict stay as they are."""
-    if is_packed(target.model):
-        for module in draft_modules(head):
+    (docs/results.md#the-head-sitting-out-sure-steps-packed-draft-heads). `int8`: the head's Linears
+    (but `FEATURE_LINEARS`) multiply in int8 on CPU instead (`headstart.packed.Int8Linear`), in place, as
+    packing is; the head's weights and state dict stay as they are."""
+    for module in draft_modules(head):
+        if int8:
+            quantize_linears(module, skip=FEATURE_LINEARS)
+        if is_packed(target.model):
             pack_linears(module)
 
 
@@ -99,7 +108,9 @@ class SpeculativeGenerator:
     Static heads: tree is a shipped name ('tree16', 'chain3', ...), a list of paths, a StaticTreeSpec,
     a JSON file, or 'auto' (the head's own `default_tree`, else built from its measured `held_out`
     accuracy). Dynamic heads (`head.dynamic`): depth, top_k and total_tokens bound the tree they grow
-    (defaults: the head's `default_tree`, else DynamicTreeSpec's).
+    (defaults: the head's `default_tree`, else DynamicTreeSpec's). `draft_int8`: on CPU the head's
+    products run in int8 (`pack_like_target`; the head is changed in place, for every generator that
+    drafts with it); the output is the target's either way.
     """
 
     def __init__(
@@ -111,11 +122,13 @@ class SpeculativeGenerator:
         depth: int | None = None,
         top_k: int | None = None,
         total_tokens: int | None = None,
+        draft_int8: bool = False,
     ):
         if not isinstance(head, DraftHead):
             raise TypeError(f"{type(head).__name__} does not implement the DraftHead protocol (kind, propose)")
         self.target, self.head = target, head
-        pack_like_target(head, target)
+        pack_like_target(head, target, draft_int8)
+        self.draft_int8 = any(is_quantized(m) for m in draft_modules(head))  # reported with the tree
         own_tree = trait(head, "default_tree")  # a TreeSpec of the head's kind, or None
         self.dynamic = bool(trait(head, "dynamic"))
         self.feature_layers = tuple(trait(head, "feature_layers"))
@@ -153,6 +166,8 @@ class SpeculativeGenerator:
                 "depth": t.max_depth,
                 "top_k": max(t.topk_per_depth()),
             }
+        if self.draft_int8:
+            settings["draft_int8"] = True
         lookup = trait(self.head, "lookup_settings")
         return {**settings, "lookup": lookup()} if lookup else settings
 
