@@ -134,6 +134,9 @@ class FeatureHead(nn.Module):
     needs_features = True
     scores_drafts = True  # FeatureDrafter's proposals carry each node's path probability (hybrid trees share a budget by it)
     feature_layers: tuple[int, ...] = ()  # the target layers read besides its last hidden state
+    # The Linears over the target's hidden states: they stay in the head's dtype under `decode.draft_int8`,
+    # for those states carry outlier channels one int8 scale per input crushes (docs/results.md#int8-draft-heads).
+    feature_linears: tuple[str, ...] = ("fc",)
     # Set after the head is built (heads/results.py): the tree it decodes with unless told otherwise, and
     # which target layer init_from_target copied into its draft layer. `held_out` stays None: per-step
     # accuracy is in the training summary, and a dynamic tree is not built from it.

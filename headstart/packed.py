@@ -25,25 +25,55 @@ import torch
 from torch import nn
 
 
-class PackedLinear(nn.Linear):
-    """An nn.Linear whose no-grad forwards read a oneDNN-reordered copy of its weight (made by `pack`)."""
+class PreparedLinear(nn.Linear):
+    """An nn.Linear whose no-grad CPU forwards multiply by a copy of its weight made once (`_prepare`)
+    and made again before the next use when the weight changed in place (an adapter merged into it);
+    with gradients, off the CPU or for an input the copy does not take, the stock product on the
+    stored weight. The subclasses say how the copy is made and multiplied."""
 
-    _packed: torch.Tensor | None = None
-    _packed_version: int = -1
+    _copy: torch.Tensor | None = None
+    _copy_version: int = -1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
-        if torch.is_grad_enabled() or x.dtype != self.weight.dtype or x.device.type != "cpu":
+        if torch.is_grad_enabled() or x.device.type != "cpu" or not self._takes(x):
             return super().forward(x)
-        if self._packed_version != self.weight._version:  # changed in place since it was packed
-            self._pack()
+        if self._copy_version != self.weight._version:
+            self.refresh()
         shape = x.shape
-        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, shape[-1]), self._packed, self.bias, "none", [], "")
-        return y.reshape(*shape[:-1], self.out_features)
+        return self._product(x.reshape(-1, shape[-1])).reshape(*shape[:-1], self.out_features)
 
-    def _pack(self) -> None:
+    def refresh(self) -> None:
+        """Make the weight's copy from the stored weight."""
         with torch.no_grad():
-            self._packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), 1)
-        self._packed_version = self.weight._version
+            self._copy = self._prepare()
+        self._copy_version = self.weight._version
+
+    def drop(self) -> None:
+        """Free the copy (before the module changes class)."""
+        self.__dict__.pop("_copy", None)
+        self.__dict__.pop("_copy_version", None)
+
+    def _takes(self, x: torch.Tensor) -> bool:
+        return True
+
+    def _prepare(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _product(self, rows: torch.Tensor) -> torch.Tensor:  # (rows, in) -> (rows, out)
+        raise NotImplementedError
+
+
+class PackedLinear(PreparedLinear):
+    """An nn.Linear whose no-grad forwards read a oneDNN-reordered copy of its weight (made by `pack_linears`)."""
+
+    def _takes(self, x: torch.Tensor) -> bool:
+        return x.dtype == self.weight.dtype
+
+    def _prepare(self) -> torch.Tensor:
+        return torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), 1)
+
+    def _product(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(rows, self._copy, self.bias, "none", [], "")
 
 
 def can_pack(model: nn.Module) -> bool:
@@ -68,7 +98,7 @@ def pack_linears(model: nn.Module) -> int:
     linears = [m for m in model.modules() if type(m) is nn.Linear]
     for m in linears:
         m.__class__ = PackedLinear
-        m._pack()
+        m.refresh()
     return len(linears)
 
 
@@ -80,15 +110,14 @@ def is_packed(model: nn.Module) -> bool:
 def unpack_linears(model: nn.Module) -> int:
     """Undo `pack_linears` and `quantize_linears`: the modules become plain nn.Linear again and the packed
     or quantised copies are freed."""
-    packed = [m for m in model.modules() if type(m) in (PackedLinear, Int8Linear)]
-    for m in packed:
-        for name in ("_packed", "_packed_version", "_q", "_q_version"):
-            m.__dict__.pop(name, None)
+    prepared = [m for m in model.modules() if isinstance(m, PreparedLinear)]
+    for m in prepared:
+        m.drop()
         m.__class__ = nn.Linear
-    return len(packed)
+    return len(prepared)
 
 
-class Int8Linear(nn.Linear):
+class Int8Linear(PreparedLinear):
     """An nn.Linear whose no-grad CPU forwards multiply in int8 (made by `quantize_linears`): fbgemm's
     dynamic quantisation, the weight per output row once, each call's input per tensor (in a reduced
     range, so that no instruction set saturates), the product back in the input's dtype. A draft
@@ -97,29 +126,17 @@ class Int8Linear(nn.Linear):
     lossless by itself; a draft is verified by the target, so the text does not change, only the
     draft's acceptance (measured in docs/results.md#int8-draft-heads)."""
 
-    _q: torch.Tensor | None = None  # fbgemm's packed int8 weight
-    _q_version: int = -1
+    def _prepare(self) -> torch.Tensor:  # fbgemm's packed int8 weight
+        w = self.weight.detach().float()
+        scale = (w.abs().amax(dim=1) / 127).clamp_min(1e-12).double()
+        zero = torch.zeros(w.shape[0], dtype=torch.long)
+        with warnings.catch_warnings():  # PyTorch 2.13 warns that quantised tensors will go (Makefile pins it)
+            warnings.simplefilter("ignore", UserWarning)
+            qw = torch.quantize_per_channel(w, scale, zero, 0, torch.qint8)
+        return torch.ops.quantized.linear_prepack(qw, None if self.bias is None else self.bias.detach().float())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
-        if torch.is_grad_enabled() or x.device.type != "cpu":
-            return super().forward(x)
-        if self._q_version != self.weight._version:  # changed in place since it was quantised
-            self._quantize()
-        shape = x.shape
-        y = torch.ops.quantized.linear_dynamic(x.reshape(-1, shape[-1]).float(), self._q, True)
-        return y.to(x.dtype).reshape(*shape[:-1], self.out_features)
-
-    def _quantize(self) -> None:
-        with torch.no_grad():
-            w = self.weight.detach().float()
-            scale = (w.abs().amax(dim=1) / 127).clamp_min(1e-12).double()
-            zero = torch.zeros(w.shape[0], dtype=torch.long)
-            with warnings.catch_warnings():  # PyTorch 2.13 warns that quantised tensors will go (Makefile pins it)
-                warnings.simplefilter("ignore", UserWarning)
-                qw = torch.quantize_per_channel(w, scale, zero, 0, torch.qint8)
-            bias = None if self.bias is None else self.bias.detach().float()
-            self._q = torch.ops.quantized.linear_prepack(qw, bias)
-        self._q_version = self.weight._version
+    def _product(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.quantized.linear_dynamic(rows.float(), self._copy, True).to(rows.dtype)
 
 
 def can_quantize(model: nn.Module) -> bool:
@@ -141,10 +158,10 @@ def quantize_linears(model: nn.Module, skip: tuple[str, ...] = ()) -> int:
         return 0
     linears = [m for name, m in model.named_modules() if type(m) in (nn.Linear, PackedLinear) and name.rsplit(".", 1)[-1] not in skip]
     for m in linears:
-        m.__dict__.pop("_packed", None)  # a packed copy is not read any more
-        m.__dict__.pop("_packed_version", None)
+        if isinstance(m, PreparedLinear):
+            m.drop()  # a packed copy is not read any more
         m.__class__ = Int8Linear
-        m._quantize()
+        m.refresh()
     return len(linears)
 
 

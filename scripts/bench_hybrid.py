@@ -18,7 +18,8 @@ head sitting out the steps the corpus table is sure of; `--head-continue` those 
 inside the hybrids. Prints τ (bonus token counted),
 tokens/s and the ratio to plain decoding, overall and per category, then the head's margin: the
 fastest variant with a head against the fastest without one, each at its best size. Embedded
-target in bf16, weights packed, unless told otherwise.
+target in bf16, weights packed, the heads' products in int8 (`--draft-int8`, as `decode.draft_int8`),
+unless told otherwise.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def main() -> None:
     p.add_argument("--head-continue", type=int, nargs="*", default=[],
                    help="also each shared hybrid (at each --head-weight, each --sure) with the table continuing the head's paths by C nodes (decode.hybrid_continue)")
     p.add_argument("--more-heads", nargs="*", default=[], help="other head folders, each alone and in the --shared-nodes hybrids")
-    p.add_argument("--int8", action="store_true",
-                   help="each head also with its products in int8 (decode.draft_int8; a second copy, '<folder> (int8)'), alone and in the same hybrids")
+    p.add_argument("--draft-int8", choices=["on", "off", "both"], default="on",
+                   help="the heads' products in int8 (decode.draft_int8, on by default as there), in their stored dtype (off), "
+                        "or both: each head also as a second copy in int8, '<folder> (int8)', alone and in the same hybrids")
     p.add_argument("--only-margin", action="store_true",
                    help="only plain, lookup alone, the sources without a head, and each head alone and in the --shared-nodes hybrids")
     p.add_argument("--dynamic-tree", type=int, nargs=3, metavar=("DEPTH", "TOP_K", "NODES"),
@@ -95,7 +97,7 @@ def main() -> None:
     prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in records]
     eos, n = target.model.generation_config.eos_token_id, args.max_new_tokens
 
-    def speculative(h, head_nodes: int | None = None, int8: bool = False):
+    def speculative(h, head_nodes: int | None = None, int8: bool = args.draft_int8 == "on"):
         """h decoded with the head's saved tree, or (head_nodes) a tree of that many nodes from its held-out accuracy."""
         given = {"tree_size"} if head_nodes else set()
         decode = DecodeConfig(tree_size=head_nodes or 16)
@@ -133,24 +135,28 @@ def main() -> None:
         variants[f"+ corpus tree of 8 nodes beside the head's tree cut to {k} nodes"] = speculative(
             HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8), head_nodes=k)
     heads = {args.head: head, **{h: load_heads(h, target=target) for h in args.more_heads}}
-    int8 = {f"{folder} (int8)": load_heads(folder, target=target) for folder in heads} if args.int8 else {}
+    int8 = {f"{folder} (int8)": load_heads(folder, target=target) for folder in heads} if args.draft_int8 == "both" else {}
     heads.update(int8)
     if args.only_margin:
         variants = {k: v for k, v in variants.items() if k in ("plain", "prompt lookup alone (chain <= 10)")}
+
+    def shared(h, k: int, int8: bool, **kw):
+        """h's hybrid, its nodes and the corpus's sharing k places (`kw`: sure, head_weight, head_continue)."""
+        return speculative(HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, **kw), int8=int8)
+
     for folder, h in heads.items():
         if args.only_margin or folder != args.head:
-            variants[f"{folder}: head alone"] = speculative(h, int8=folder in int8)
-            variants.update({f"{folder}: head and corpus share {k} nodes": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k), int8=folder in int8) for k in args.shared_nodes})
-            variants.update({f"{folder}: head and corpus share {k} nodes, the head out where the corpus is {sure:.2f} sure": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure), int8=folder in int8)
-                for k in args.shared_nodes for sure in args.sure})
-            variants.update({f"{folder}: head (weighed x{w:g}) and corpus share {k} nodes{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w), int8=folder in int8)
-                for k in args.shared_nodes for w in args.head_weight for sure in (args.sure or [0.0])})
-            variants.update({f"{folder}: head{f' (weighed x{w:g})' if w != 1 else ''} and corpus share {k} nodes, the table continuing its paths by {c}{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}": speculative(
-                HybridHead(h, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k, shared_nodes=k, sure=sure, head_weight=w, head_continue=c), int8=folder in int8)
-                for k in args.shared_nodes for w in (args.head_weight or [1.0]) for sure in (args.sure or [0.0]) for c in args.head_continue})
+            in_int8 = args.draft_int8 == "on" or folder in int8
+            variants[f"{folder}: head alone"] = speculative(h, int8=in_int8)
+            variants.update({f"{folder}: head and corpus share {k} nodes": shared(h, k, in_int8) for k in args.shared_nodes})
+            variants.update({f"{folder}: head and corpus share {k} nodes, the head out where the corpus is {sure:.2f} sure": shared(h, k, in_int8, sure=sure)
+                             for k in args.shared_nodes for sure in args.sure})
+            variants.update({f"{folder}: head (weighed x{w:g}) and corpus share {k} nodes{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}":
+                             shared(h, k, in_int8, sure=sure, head_weight=w)
+                             for k in args.shared_nodes for w in args.head_weight for sure in (args.sure or [0.0])})
+            variants.update({f"{folder}: head{f' (weighed x{w:g})' if w != 1 else ''} and corpus share {k} nodes, the table continuing its paths by {c}{f', the head out where the corpus is {sure:.2f} sure' if sure else ''}":
+                             shared(h, k, in_int8, sure=sure, head_weight=w, head_continue=c)
+                             for k in args.shared_nodes for w in (args.head_weight or [1.0]) for sure in (args.sure or [0.0]) for c in args.head_continue})
     variants.update(free)
     head_free = {"plain", "prompt lookup alone (chain <= 10)", *free}
     totals = {v: [[0, 0.0, 0, 0] for _ in prompts] for v in variants}  # per prompt: tokens, seconds, verifications, accepted
@@ -179,7 +185,8 @@ def main() -> None:
     plain = totals["plain"]
     cats = [r.category for r in records]
     print(f"\n{target.name} ({args.dtype}, packed), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
-          f"{torch.get_num_threads()} threads{' (CPU time)' if args.cpu_time else ''}, {cpu_kind()} CPU; head {args.head} ({head.kind}); {args.rounds} rounds")
+          f"{torch.get_num_threads()} threads{' (CPU time)' if args.cpu_time else ''}, {cpu_kind()} CPU; head {args.head} ({head.kind}); "
+          f"{'its' if args.draft_int8 == 'on' else 'the (int8) copies' if int8 else 'no'} products in int8; {args.rounds} rounds")
     print("τ: tokens per verification after prefill, the bonus token counted (plain decoding = 1.00)\n")
     print("| decoding | τ | tokens/s | vs plain | " + " | ".join(cats) + " |")
     print("|---|---|---|---|" + "---|" * len(cats))

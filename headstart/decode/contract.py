@@ -113,6 +113,7 @@ class DraftHead(Protocol):
 OPTIONAL_TRAITS: dict[str, object] = {
     "dynamic": False,  # grows its own tree within a DynamicTreeSpec
     "feature_layers": (),  # target layers whose outputs form DraftState.features (empty: the last hidden state)
+    "feature_linears": (),  # attribute names of its Linears over the target's hidden states (kept out of int8)
     "needs_features": False,  # fill DraftState.features and committed (dynamic heads imply it)
     "options": {},  # the head's architecture options ("num_heads": the deepest static tree it fills)
     "default_tree": None,  # a TreeSpec: the tree it decodes with unless told otherwise

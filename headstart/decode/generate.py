@@ -83,21 +83,16 @@ def draft_modules(head) -> tuple[nn.Module, ...]:
     return (head,) if isinstance(head, nn.Module) else tuple(trait(head, "draft_modules"))
 
 
-# Every head kind's Linear over the target's hidden states (EAGLE's, EAGLE-3's, P-EAGLE's and DFlash's fc): it
-# stays in the head's dtype under `draft_int8`, for those states carry outlier channels that one int8 scale per
-# input crushes (docs/results.md#int8-draft-heads).
-FEATURE_LINEARS = ("fc",)
-
-
 def pack_like_target(head, target, int8: bool = False) -> None:
     """Where the target's Linear weights are packed for oneDNN (CPU decoding), pack the head's too: a
     draft layer's small matrix products run slower in the stock layout
     (docs/results.md#the-head-sitting-out-sure-steps-packed-draft-heads). `int8`: the head's Linears
-    (but `FEATURE_LINEARS`) multiply in int8 on CPU instead (`headstart.packed.Int8Linear`), in place, as
-    packing is; the head's weights and state dict stay as they are."""
+    (but its `feature_linears`, over the target's hidden states) multiply in int8 on CPU instead
+    (`headstart.packed.Int8Linear`), in place, as packing is; the head's weights and state dict stay
+    as they are."""
     for module in draft_modules(head):
         if int8:
-            quantize_linears(module, skip=FEATURE_LINEARS)
+            quantize_linears(module, skip=tuple(trait(module, "feature_linears")))
         if is_packed(target.model):
             pack_linears(module)
 

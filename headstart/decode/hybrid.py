@@ -219,14 +219,16 @@ class HybridDrafter:
             stats.sure += 1
         elif self.inner is not None:
             joined, self.pending = _joined(self.pending, state), None
-            if self.shared_nodes:  # drafted first: its worst path is the floor the head's tree is not grown below
-                corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
-            if self.shared_nodes and hasattr(self.inner, "scored_paths"):  # its paths without the tree's tensors
-                head = self.inner.scored_paths(joined, tree_or_spec, self._floor(corpus))
-            else:
+            if not self.shared_nodes:
                 proposal = self.inner.propose(joined, tree_or_spec)
-                if self.shared_nodes and proposal.scores is not None and proposal.draft_probs is None:
-                    proposal, head = chain_proposal([], state.root.device), scored_paths(proposal)
+            else:  # the corpus drafted first: its worst path is the floor the head's tree is not grown below
+                corpus = self.corpus.scored(self.branch.index.tokens, root, self.shared_nodes)
+                if hasattr(self.inner, "scored_paths"):  # its paths without the tree's tensors
+                    head = self.inner.scored_paths(joined, tree_or_spec, self._floor(corpus))
+                else:
+                    proposal = self.inner.propose(joined, tree_or_spec)
+                    if proposal.scores is not None and proposal.draft_probs is None:
+                        proposal, head = chain_proposal([], state.root.device), scored_paths(proposal)
         # The shared tree's leaves first, then the branch, then the corpus tree's (none where the tree is shared).
         shared = self._shared(head, root, corpus) if head is not None else []
         paths = self.corpus.draft(self.branch.index.tokens, root) if self.corpus and head is None else []

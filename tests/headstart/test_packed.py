@@ -155,7 +155,7 @@ def test_an_int8_draft_head_stays_lossless(kind):
     """`draft_int8`: the head's Linears (inside a hybrid too, the lean layer's fused products included)
     multiply in int8 but the one over the target's features (fc); the output is the target's own, in
     float32, with a packed target and a stock one; the head's stored weights are untouched."""
-    from headstart.decode.generate import FEATURE_LINEARS
+    from headstart.decode.contract import trait
     from headstart.decode.hybrid import HybridHead
     from headstart.eval.report import _tree_text
 
@@ -175,9 +175,10 @@ def test_an_int8_draft_head_stays_lossless(kind):
             assert gen.tree_settings()["draft_int8"] is True  # reported with every τ, and in eval's table
             assert "the head's products in int8" in _tree_text(gen.tree_settings())
     named = [(n, m) for n, m in head.named_modules() if isinstance(m, nn.Linear)]
-    assert named and all((type(m) is Int8Linear) != (n.rsplit(".", 1)[-1] in FEATURE_LINEARS) for n, m in named)
+    kept = trait(head, "feature_linears")
+    assert named and all((type(m) is Int8Linear) != (n.rsplit(".", 1)[-1] in kept) for n, m in named)
     if kind == "eagle3":
-        assert any(n == "fc" for n, _ in named)
+        assert kept == ("fc",) and any(n == "fc" for n, _ in named)
         assert all(type(m) is Int8Linear for m in head._lean.parts().values())
     now = head.state_dict()
     assert now.keys() == state.keys() and all(torch.equal(now[k], state[k]) for k in state)
