@@ -196,7 +196,8 @@ def cmd_tune_tree(args) -> int:
     recipe = _recipe(args)
     target = _target(recipe)
     head = load_heads(args.head, target=target, allow_other_target=args.allow_other_target)
-    tree, table = tune_tree(target, head, prompts=args.prompts, num_prompts=args.num_prompts, grid=args.grid or None)
+    tree, table = tune_tree(target, head, prompts=args.prompts, num_prompts=args.num_prompts, grid=args.grid or None,
+                            draft_int8=recipe.decode.draft_int8)
     set_default_tree(head, tree, folder=args.head, tuning=table)
     print(format_tuning(table))
     what = (f"a tree of depth {tree.depth}, top-k {tree.top_k}, {tree.total_tokens} nodes" if isinstance(tree, DynamicTreeSpec)

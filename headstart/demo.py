@@ -97,7 +97,7 @@ def run_demo(
     distilled = _distil_fresh(target, recipe, load_recipe(recipe_path).distill.prompts, 8 if quick else fresh)
     summary = _train(target, recipe)
     given = section_fields(override_keys(overrides), "decode")  # a tree set on the demo's command line beats the tuned one
-    _choose_tree(target, summary, recipe.decode.tree, given, quick)
+    _choose_tree(target, summary, recipe.decode.tree, given, quick, recipe.decode.draft_int8)
     report = _decode(target, summary.head, recipe, given)
     run = {
         "distill": distilled, "train": {**summary.record(), "final": str(summary.final)}, "recipe": recipe_to_dict(recipe),
@@ -158,9 +158,9 @@ def _train(target, recipe):
     return summary
 
 
-def _choose_tree(target, summary, tree: str, given: frozenset[str], quick: bool) -> None:
-    """Tune the trained head's tree for this machine (tune-tree), saved with it and set in memory, unless the
-    command line chose one."""
+def _choose_tree(target, summary, tree: str, given: frozenset[str], quick: bool, draft_int8: bool = False) -> None:
+    """Tune the trained head's tree for this machine (tune-tree; its products in int8 with `draft_int8`, as the
+    decoding after it runs them), saved with it and set in memory, unless the command line chose one."""
     from headstart.decode.tune import format_tuning, tune_tree
     from headstart.heads.results import set_default_tree
 
@@ -168,7 +168,7 @@ def _choose_tree(target, summary, tree: str, given: frozenset[str], quick: bool)
     if not _should_tune(head, tree, given):
         return
     print("      choosing the tree for this machine (tune-tree):", flush=True)
-    chosen, table = tune_tree(target, head, **_tuning(head, quick))
+    chosen, table = tune_tree(target, head, draft_int8=draft_int8, **_tuning(head, quick))
     set_default_tree(head, chosen, folder=summary.final, tuning=table)  # the head's own, saved and in memory
     print("\n".join("      " + line for line in format_tuning(table).splitlines()), flush=True)
 

@@ -81,6 +81,7 @@ def main() -> None:
                    help="one thread, timed by its CPU time instead of the wall clock: ratios a busy machine does not bend "
                         "(slower than two threads; what compares is the ratios)")
     args = p.parse_args()
+    int8_on = args.draft_int8 == "on"  # every head's products in int8 (`both`: only the '(int8)' copies)
     if args.cpu_time:
         torch.set_num_threads(1)
 
@@ -97,7 +98,7 @@ def main() -> None:
     prompts = [encode_chat(tok, [{"role": "user", "content": r.prompt}]) for r in records]
     eos, n = target.model.generation_config.eos_token_id, args.max_new_tokens
 
-    def speculative(h, head_nodes: int | None = None, int8: bool = args.draft_int8 == "on"):
+    def speculative(h, head_nodes: int | None = None, int8: bool = int8_on):
         """h decoded with the head's saved tree, or (head_nodes) a tree of that many nodes from its held-out accuracy."""
         given = {"tree_size"} if head_nodes else set()
         decode = DecodeConfig(tree_size=head_nodes or 16)
@@ -135,8 +136,8 @@ def main() -> None:
         variants[f"+ corpus tree of 8 nodes beside the head's tree cut to {k} nodes"] = speculative(
             HybridHead(head, 10, copy_tokens=40, corpus=corpus, corpus_nodes=8), head_nodes=k)
     heads = {args.head: head, **{h: load_heads(h, target=target) for h in args.more_heads}}
-    int8 = {f"{folder} (int8)": load_heads(folder, target=target) for folder in heads} if args.draft_int8 == "both" else {}
-    heads.update(int8)
+    copies = {f"{folder} (int8)": load_heads(folder, target=target) for folder in heads} if args.draft_int8 == "both" else {}
+    heads.update(copies)
     if args.only_margin:
         variants = {k: v for k, v in variants.items() if k in ("plain", "prompt lookup alone (chain <= 10)")}
 
@@ -146,7 +147,7 @@ def main() -> None:
 
     for folder, h in heads.items():
         if args.only_margin or folder != args.head:
-            in_int8 = args.draft_int8 == "on" or folder in int8
+            in_int8 = int8_on or folder in copies
             variants[f"{folder}: head alone"] = speculative(h, int8=in_int8)
             variants.update({f"{folder}: head and corpus share {k} nodes": shared(h, k, in_int8) for k in args.shared_nodes})
             variants.update({f"{folder}: head and corpus share {k} nodes, the head out where the corpus is {sure:.2f} sure": shared(h, k, in_int8, sure=sure)
@@ -186,7 +187,7 @@ def main() -> None:
     cats = [r.category for r in records]
     print(f"\n{target.name} ({args.dtype}, packed), {len(prompts)} prompts x {n} tokens, greedy, batch 1, "
           f"{torch.get_num_threads()} threads{' (CPU time)' if args.cpu_time else ''}, {cpu_kind()} CPU; head {args.head} ({head.kind}); "
-          f"{'its' if args.draft_int8 == 'on' else 'the (int8) copies' if int8 else 'no'} products in int8; {args.rounds} rounds")
+          f"{'its' if int8_on else 'the (int8) copies' if copies else 'no'} products in int8; {args.rounds} rounds")
     print("τ: tokens per verification after prefill, the bonus token counted (plain decoding = 1.00)\n")
     print("| decoding | τ | tokens/s | vs plain | " + " | ".join(cats) + " |")
     print("|---|---|---|---|" + "---|" * len(cats))

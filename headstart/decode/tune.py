@@ -227,10 +227,13 @@ def tuning_prompts(target, path: str | Path = TUNING_PROMPTS, n: int = 3) -> lis
     return out
 
 
-def _decode_stats(target, head, spec: DynamicTreeSpec, prompts: list[torch.Tensor], max_new_tokens: int) -> dict:
-    """Greedy decoding of `prompts` with `spec`: τ, and seconds per step spent drafting and in the
-    loop's fixed work (accepting, committing), from the generator's own phase timings."""
-    gen = SpeculativeGenerator(target, head, depth=spec.depth, top_k=spec.top_k, total_tokens=spec.total_tokens)
+def _decode_stats(target, head, spec: DynamicTreeSpec, prompts: list[torch.Tensor], max_new_tokens: int,
+                  draft_int8: bool = False) -> dict:
+    """Greedy decoding of `prompts` with `spec` (the head's products in int8 with `draft_int8`, as decoding
+    will run them): τ, and seconds per step spent drafting and in the loop's fixed work (accepting,
+    committing), from the generator's own phase timings."""
+    gen = SpeculativeGenerator(target, head, depth=spec.depth, top_k=spec.top_k, total_tokens=spec.total_tokens,
+                               draft_int8=draft_int8)
     accepted: list[int] = []
     timings: dict[str, float] = {}
     for ids in prompts:
@@ -241,20 +244,23 @@ def _decode_stats(target, head, spec: DynamicTreeSpec, prompts: list[torch.Tenso
     steps = max(len(accepted), 1)
     fixed = timings.get("accept", 0.0) + timings.get("commit_and_bookkeeping", 0.0)
     return {"tau": acceptance_length(accepted), "steps": len(accepted), "draft_s": timings.get("draft", 0.0) / steps,
-            "fixed_s": fixed / steps}
+            "fixed_s": fixed / steps, "draft_int8": gen.draft_int8}
 
 
 def tune_dynamic(
-    target, head, prompts: list[torch.Tensor], specs: list[DynamicTreeSpec], max_new_tokens: int = 24, past_len: int = 256
+    target, head, prompts: list[torch.Tensor], specs: list[DynamicTreeSpec], max_new_tokens: int = 24, past_len: int = 256,
+    draft_int8: bool = False,
 ) -> tuple[DynamicTreeSpec, dict]:
     """The (depth, top_k, total_tokens) of `specs` (checked: `check_grid`) with the highest measured
-    τ / step cost; returns it and the table of every candidate."""
+    τ / step cost, the head drafting as decoding will (`draft_int8`); returns it and the table of every
+    candidate."""
     costs = forward_cost(target, sorted({s.total_tokens + 1 for s in specs}), past_len)
     plain = costs[1]
-    _decode_stats(target, head, specs[0], prompts[:1], 4)  # warm-up: one-time costs stay out of the first row
-    rows = []
+    _decode_stats(target, head, specs[0], prompts[:1], 4, draft_int8)  # warm-up: one-time costs stay out of the first row
+    rows, int8 = [], False
     for spec in specs:
-        m = _decode_stats(target, head, spec, prompts, max_new_tokens)
+        m = _decode_stats(target, head, spec, prompts, max_new_tokens, draft_int8)
+        int8 = m["draft_int8"]  # whether the products ran in int8 (off where the CPU's kernels are missing)
         verify = costs[spec.total_tokens + 1] / plain
         step = verify + (m["draft_s"] + m["fixed_s"]) / plain
         rows.append({**vars(spec), "tau": round(m["tau"], 3), "steps": m["steps"], "verify_cost": round(verify, 3),
@@ -262,7 +268,7 @@ def tune_dynamic(
                      "step_cost": round(step, 3), "expected_speedup": round(m["tau"] / step, 3)})
     best = max(rows, key=lambda r: r["expected_speedup"])
     tree = DynamicTreeSpec(*(best[name] for name in DYNAMIC_FIELDS))
-    table = {"kind": "dynamic", "plain_step_s": round(plain, 5), "chosen": tree.to_json(), "candidates": rows}
+    table = {"kind": "dynamic", "plain_step_s": round(plain, 5), "draft_int8": int8, "chosen": tree.to_json(), "candidates": rows}
     return tree, table
 
 
@@ -275,6 +281,7 @@ def tune_tree(
     num_prompts: int = 3,
     grid=None,
     max_new_tokens: int = 24,
+    draft_int8: bool = False,
 ) -> tuple[TreeSpec, dict]:
     """The best tree for `head` on this machine, and the table it was chosen from. Nothing is written:
     `headstart.heads.results.set_default_tree` makes it the head's own (config.json: head.tree, and the
@@ -283,7 +290,9 @@ def tune_tree(
     Static heads (Medusa): a StaticTreeSpec, over tree `sizes`, from the head's measured accuracy.
     Dynamic heads (EAGLE, EAGLE-3, parallel EAGLE-3): a DynamicTreeSpec over `grid`
     (default `dynamic_grid`), τ measured by greedy decoding of `prompts` (a prompt file, of which
-    the first `num_prompts` are used, or (1, T) token ids) for `max_new_tokens` each.
+    the first `num_prompts` are used, or (1, T) token ids) for `max_new_tokens` each, its products in int8
+    with `draft_int8` (`decode.draft_int8`: the cost decoding will pay; the head is changed in place, as a
+    generator changes it).
     """
     if not trait(head, "dynamic"):
         if grid is not None:
@@ -296,7 +305,7 @@ def tune_tree(
         file, prompts = str(prompts), tuning_prompts(target, prompts, num_prompts)
     if not prompts:
         raise TuneError("no prompts to decode; give a prompt file or token ids")
-    tree, table = tune_dynamic(target, head, list(prompts), specs, max_new_tokens, past_len)
+    tree, table = tune_dynamic(target, head, list(prompts), specs, max_new_tokens, past_len, draft_int8)
     table["prompts"] = {"file": file, "count": len(prompts), "max_new_tokens": max_new_tokens}
     return tree, table
 
@@ -309,7 +318,8 @@ def format_tuning(table: dict) -> str:
         where = f"{p['count']} prompts of {p['file']}" if p["file"] else f"{p['count']} given prompts"
         if p["file"] == TUNING_PROMPTS:
             where += " (the distillation prompts, not the held-out eval set)"
-        lines = [f"τ measured by greedy decoding of {where}, {p['max_new_tokens']} tokens each; costs relative to a plain step",
+        drafted = ", the head's products in int8" if table.get("draft_int8") else ""
+        lines = [f"τ measured by greedy decoding of {where}, {p['max_new_tokens']} tokens each{drafted}; costs relative to a plain step",
                  "  depth top_k nodes |    τ | verify  draft  fixed   step | expected speedup"]
         for r in table["candidates"]:
             mark = " <- chosen" if {n: r[n] for n in DYNAMIC_FIELDS} == chosen else ""

@@ -90,6 +90,10 @@ class LearningTable(CorpusNgram):
     def __len__(self) -> int:
         return len(self.seen)
 
+    def prepare(self) -> LearningTable:
+        """Nothing to build: its counts are dicts already."""
+        return self
+
     def count(self, tokens: list[int]) -> None:
         """Add the n-grams of one answer (its token ids, in order), as training counts an answer's."""
         if len(tokens) < 2:

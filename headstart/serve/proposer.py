@@ -146,7 +146,7 @@ class CorpusProposer:
         if corpus is None:
             raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {os.environ.get(ENV)!r})")
         self.learner = learner_from_env(corpus)  # HEADSTART_LEARN: the table counts finished answers (serve/learn.py)
-        self.corpus = self.learner.table if self.learner else corpus
+        self.corpus = (self.learner.table if self.learner else corpus).prepare()  # at load, not in the first request
         self.indexes = RowIndexes()
 
     def load_model(self, *args, **kwargs) -> None:
@@ -196,6 +196,8 @@ class HybridDrafts:
     def __init__(self, runner, corpus: CorpusNgram | None, learner: Learner | None = None):
         self.runner, self.learner = runner, learner
         self.corpus = learner.table if learner else corpus
+        if self.corpus is not None:
+            self.corpus.prepare()  # at load, not in the first request
         self.k = runner.speculative_config.num_speculative_tokens
         self.indexes = RowIndexes()
         drafter = runner.drafter

@@ -43,6 +43,16 @@ def test_trees_take_the_most_probable_paths_first():
     assert table.tree([5], 4) == [] and table.tree([5, 1, 2], 0) == []
 
 
+def test_prepared_tables_draft_as_they_did():
+    """`prepare` (a server's load) builds what the first draft would; the drafts are the same either way."""
+    sequences = [[1, 2, 3, 1, 2, 4], [1, 2, 3], [7, 2, 5]]
+    lazy, ready = CorpusNgram.build(sequences, order=2), CorpusNgram.build(sequences, order=2)
+    assert ready.prepare() is ready and ready.prepare() is ready  # built once; a second call is free
+    for context in ([5, 1, 2], [9, 9, 2], [9, 7, 2], [5]):
+        assert ready.successors(context) == lazy.successors(context)
+        assert ready.scored_tree(context, 6) == lazy.scored_tree(context, 6)
+
+
 def test_tables_equal_counting_by_hand_on_random_sequences():
     rng = random.Random(0)
     seqs = [[rng.randrange(6) for _ in range(rng.randrange(1, 30))] for _ in range(40)]

@@ -127,7 +127,7 @@ def test_tune_tree_stores_a_dynamic_tree_that_decoding_then_uses(folder, target,
     assert main(["tune-tree", str(recipe), "--head", str(head), "--num-prompts", "2", *grid]) == 0
     printed = capsys.readouterr().out
     assert "2 prompts of data/prompts/train.jsonl (the distillation prompts, not the held-out eval set)" in printed
-    assert printed.count("<- chosen") == 1
+    assert printed.count("<- chosen") == 1 and "the head's products in int8" in printed
 
     config = json.loads((head / "config.json").read_text())
     tree, table = config["head"]["tree"], config["tree_tuning"]
@@ -135,6 +135,7 @@ def test_tune_tree_stores_a_dynamic_tree_that_decoding_then_uses(folder, target,
     expected = [tuple(vars(s).values()) for s in dynamic_grid(3)] if parallel else [(2, 1, 2), (3, 2, 4), (2, 3, 6)]
     assert candidates == expected and (tree["depth"], tree["top_k"], tree["total_tokens"]) in candidates
     assert table["chosen"] == tree and table["prompts"] == {"file": "data/prompts/train.jsonl", "count": 2, "max_new_tokens": 24}
+    assert table["draft_int8"] is DecodeConfig().draft_int8 is True  # drafted as decoding drafts: the recipe's decode.draft_int8
     if parallel:
         assert max(c[0] for c in candidates) == 3 and tree["depth"] <= 3
     for c in table["candidates"]:  # every candidate really decoded, and its speed is τ over its step cost

@@ -41,7 +41,7 @@ def contexts_of(seqs: list[list[int]], order: int) -> list[list[int]]:
 def test_before_counting_it_drafts_as_the_table_it_starts_from():
     corpus = CorpusNgram.build(sequences(20), order=3)
     table = LearningTable.of(corpus)
-    assert len(table) == len(corpus)
+    assert len(table) == len(corpus) and table.prepare() is table  # a server prepares either kind at load
     for context in contexts_of(sequences(5, seed=1), 3):
         assert table.successors(context) == corpus.successors(context), context
         assert table.scored_tree(context, 6) == corpus.scored_tree(context, 6)
