@@ -104,7 +104,7 @@ class CorpusNgram:
         return self._lookup
 
     def prepare(self) -> CorpusNgram:
-        """Build the lookup dicts now (about 2 s for the shipped corpus) instead of at the first draft: a server
+        """Build the lookup dicts now (seconds for the shipped corpus) instead of at the first draft: a server
         calls it at load, so that its first request does not pay them. Returns the table."""
         self._next  # noqa: B018 (built on first use)
         return self

@@ -256,11 +256,11 @@ def tune_dynamic(
     candidate."""
     costs = forward_cost(target, sorted({s.total_tokens + 1 for s in specs}), past_len)
     plain = costs[1]
-    _decode_stats(target, head, specs[0], prompts[:1], 4, draft_int8)  # warm-up: one-time costs stay out of the first row
-    rows, int8 = [], False
+    warm = _decode_stats(target, head, specs[0], prompts[:1], 4, draft_int8)  # one-time costs stay out of the first row
+    int8 = warm["draft_int8"]  # whether the products ran in int8 (not where the CPU lacks the kernels)
+    rows = []
     for spec in specs:
         m = _decode_stats(target, head, spec, prompts, max_new_tokens, draft_int8)
-        int8 = m["draft_int8"]  # whether the products ran in int8 (off where the CPU's kernels are missing)
         verify = costs[spec.total_tokens + 1] / plain
         step = verify + (m["draft_s"] + m["fixed_s"]) / plain
         rows.append({**vars(spec), "tau": round(m["tau"], 3), "steps": m["steps"], "verify_cost": round(verify, 3),
