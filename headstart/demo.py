@@ -158,7 +158,7 @@ def _train(target, recipe):
     return summary
 
 
-def _choose_tree(target, summary, tree: str, given: frozenset[str], quick: bool, draft_int8: bool = False) -> None:
+def _choose_tree(target, summary, tree: str, given: frozenset[str], quick: bool, draft_int8: bool) -> None:
     """Tune the trained head's tree for this machine (tune-tree; its products in int8 with `draft_int8`, as the
     decoding after it runs them), saved with it and set in memory, unless the command line chose one."""
     from headstart.decode.tune import format_tuning, tune_tree

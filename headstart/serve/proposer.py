@@ -118,6 +118,13 @@ def corpus_from_env() -> CorpusNgram | None:
     return corpus
 
 
+def drafting_table(corpus: CorpusNgram | None, learner: Learner | None) -> CorpusNgram | None:
+    """The table a server drafts from: the learner's under `--learn`, else the head's (None: none), its lookup
+    built now, at load, so that the first request does not build it."""
+    table = learner.table if learner else corpus
+    return None if table is None else table.prepare()
+
+
 class RowIndexes:
     """The prompt-lookup index of each serving row, kept from step to step and extended by the tokens
     the row gained (`NgramIndex.follow`), instead of built over the whole context at every step: a
@@ -146,7 +153,7 @@ class CorpusProposer:
         if corpus is None:
             raise CorpusNgramError(f"set {ENV} to a head folder holding {FILE_NAME} (got {os.environ.get(ENV)!r})")
         self.learner = learner_from_env(corpus)  # HEADSTART_LEARN: the table counts finished answers (serve/learn.py)
-        self.corpus = (self.learner.table if self.learner else corpus).prepare()  # at load, not in the first request
+        self.corpus = drafting_table(corpus, self.learner)
         self.indexes = RowIndexes()
 
     def load_model(self, *args, **kwargs) -> None:
@@ -195,9 +202,7 @@ class HybridDrafts:
 
     def __init__(self, runner, corpus: CorpusNgram | None, learner: Learner | None = None):
         self.runner, self.learner = runner, learner
-        self.corpus = learner.table if learner else corpus
-        if self.corpus is not None:
-            self.corpus.prepare()  # at load, not in the first request
+        self.corpus = drafting_table(corpus, learner)
         self.k = runner.speculative_config.num_speculative_tokens
         self.indexes = RowIndexes()
         drafter = runner.drafter

@@ -46,7 +46,7 @@ def test_bench_hybrid_prints_every_variant_and_the_margin(tmp_path, smol_tokeniz
     for folder in (str(head), f"{head} (int8)"):  # each copy alone, shared, sitting out, weighed
         assert sum(r.startswith(f"{folder}: ") for r in rows) == 4, rows
     assert "plain" in rows and "lookup branch + corpus tree of 4 nodes, no head" in rows
-    assert "margin" in out.lower()
+    assert "\nthe head's margin: " in out
 
 
 def test_a_head_without_a_table_is_one_error_line(tmp_path, smol_tokenizer):
