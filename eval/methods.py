@@ -54,7 +54,12 @@ class Methods:
         if method == "plain":
             return run_plain(target, ids, n, s, eos, seed)
         if method in self.gens:
-            return run_speculative(self.gens[method], ids, n, s, eos, seed)
+            stats = _head_stats(self.gens[method].head)
+            before = _head_counts(stats)
+            out = run_speculative(self.gens[method], ids, n, s, eos, seed)
+            if stats is not None:  # what the head added on this decode's own steps (decode/hybrid.py)
+                out.head_gain = {k: v - before[k] for k, v in _head_counts(stats).items()}
+            return out
         if method == "hf_generate":
             return run_hf(target, ids, n, s, eos, seed)
         if method == "hf_prompt_lookup":
@@ -81,6 +86,18 @@ class Methods:
         """label -> tokens one verification forward of that head's tree feeds the target (nodes + root;
         a hybrid's lookup branch counted at its longest)."""
         return {label: verified_bounds(gen.tree_settings())[1] + 1 for label, gen in self.gens.items()}
+
+
+HEAD_GAIN_FIELDS = ("head_steps", "head_gained", "head_lost", "head_gain")
+
+
+def _head_stats(head):
+    """The LookupStats of a hybrid that drafts with a head (what it added is counted there); None otherwise."""
+    return head.stats if isinstance(head, HybridHead) and head.head is not None else None
+
+
+def _head_counts(stats) -> dict[str, int]:
+    return {k: getattr(stats, k) for k in HEAD_GAIN_FIELDS} if stats is not None else {}
 
 
 def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalConfig, given: frozenset[str] = frozenset()) -> Methods:

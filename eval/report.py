@@ -56,6 +56,14 @@ def margin_text(margin: dict | None, methods: list[dict], kinds: dict[str, str])
             f"({free['tokens_per_s']:.1f} tokens/s).")
 
 
+def head_gain_text(gain: dict, steps: int, tau: float) -> str:
+    """One line: what a hybrid's head added over the head-free paths of the same steps (`head_gain`)."""
+    return (f"- What the head added, step by step: it drafted at {gain['head_steps']} of {steps} verifications; "
+            f"{gain['gained_steps']} of them accepted further than every head-free path of the same step (the lookup "
+            f"branch, the corpus table's own tree), {gain['lost_steps']} less far; {gain['drafts']:+d} drafts: τ {tau:.2f} "
+            f"against {gain['tau_without_head']:.2f} from those paths alone")
+
+
 def _tree_text(tree: dict | None) -> str:
     if not tree:
         return "—"
@@ -141,6 +149,8 @@ def format_table(report: dict) -> str:
                 f"- Bound: τ {a['tau']:.2f} / {_cost_text(b)} = {b['free_drafter_speedup']:.2f}x with "
                 f"a free drafter; measured {_x(b['real_speedup'])}" + _lost(b["lost_to_drafting"]),
             ]
+            if e.get("head_gain"):
+                lines.append(head_gain_text(e["head_gain"], a["steps"], a["tau"]))
         if greedy and report["target"]["dtype"] != "float32":
             lines += [
                 "",

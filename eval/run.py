@@ -278,6 +278,7 @@ def _summarise(method: str, turns: list[Turn], plain_turns: list[Turn], methods:
         "target_forwards": None,
         "acceptance": None,
         "bound": None,
+        "head_gain": None,
         "greedy_match": None,
         "per_category": {},
     }
@@ -294,10 +295,26 @@ def _summarise(method: str, turns: list[Turn], plain_turns: list[Turn], methods:
         entry["acceptance"] = stats
         verified = [s["tree_size"] + 1 for t in turns for s in t.decoded.steps] if _varies(methods, method) else None
         entry["bound"] = _bound(stats["tau"], cost, methods.verify_tokens()[method], entry["speedup"], verified or None)
+        gains = [t.decoded.head_gain for t in turns if t.decoded.head_gain is not None]
+        if gains:
+            entry["head_gain"] = _head_gain(gains, stats)
     if temperature == 0:
         entry["greedy_match"] = _greedy_match(turns)
     entry["per_category"] = _per_category(turns, plain_turns, gen)
     return entry
+
+
+def _head_gain(gains: list[dict], stats: dict) -> dict:
+    """What a hybrid's head added on its own steps (decode/hybrid.py), summed over the turns, and the τ
+    the head-free paths of the same steps would have given."""
+    total = {k: sum(g[k] for g in gains) for k in gains[0]}
+    return {
+        "head_steps": total["head_steps"],
+        "gained_steps": total["head_gained"],
+        "lost_steps": total["head_lost"],
+        "drafts": total["head_gain"],
+        "tau_without_head": stats["tau"] - total["head_gain"] / stats["steps"] if stats["steps"] else None,
+    }
 
 
 def _accepted(turns: list[Turn]) -> list[int]:

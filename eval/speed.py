@@ -30,6 +30,7 @@ class Decoded:
     seconds: float
     accepted_per_step: list[int] = field(default_factory=list)  # speculative only
     steps: list[dict] = field(default_factory=list)  # speculative only: one record per verification
+    head_gain: dict | None = None  # a hybrid with a head: its LookupStats.head_* counted over this decode
 
 
 def eos_ids(target) -> list[int]:

@@ -76,9 +76,13 @@ def _summary_line(report: dict, steps: int, minutes: float) -> str:
     trained = f"the head trained {steps} steps in {minutes:g} min"
     if margin is None:
         return f"summary: {trained}"
-    speed = {e["label"]: e["speedup"] for e in greedy["methods"]}
+    by_label = {e["label"]: e for e in greedy["methods"]}
+    best, free = by_label[margin["with_head"]], by_label[margin["without_head"]]
+    gain = best.get("head_gain")
+    added = (f"; on its own steps the head lifted τ {gain['tau_without_head']:.2f} -> {best['acceptance']['tau']:.2f}"
+             if gain and gain["tau_without_head"] is not None else "")
     return (f"summary: the head's margin over no head {margin['ratio']:.2f}x ({margin['with_head']} "
-            f"{speed[margin['with_head']]:.2f}x plain, {margin['without_head']} {speed[margin['without_head']]:.2f}x); {trained}")
+            f"{best['speedup']:.2f}x plain, {margin['without_head']} {free['speedup']:.2f}x){added}; {trained}")
 
 
 def run_demo(

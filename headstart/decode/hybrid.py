@@ -45,6 +45,14 @@ a cache of its own (EAGLE's) drafts afterwards as if it had seen every step.
 
 `HybridHead(None, ...)` drafts from the two sources alone (kind "corpus+lookup"): no training
 beyond the table, a peer every trained head is measured against.
+
+What the head adds is counted on the steps themselves (`LookupStats.head_*`, reported by eval as
+`head_gain`): at each step the head drafts, the paths the head-free sources would have drafted at
+that step (the lookup branch and the corpus table's own tree of the same budget) are kept, and when
+the step's result comes back the drafts it accepted are compared with the longest run of those
+paths along the accepted drafts and the bonus token: the head's gain at that step, -1 where its
+nodes pushed a corpus path out of the shared budget that the bonus token shows would have gone
+further (at least one draft lost). Exact at temperature 0; sampled, it reads the drawn path.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from headstart.decode.lookup import (
     accepted_run,
     chain_proposal,
     check_lookup_settings,
+    common_prefix,
     trie_of,
     trie_walk,
 )
@@ -200,8 +209,10 @@ class HybridDrafter:
         self.shared_nodes, self.sure, self.head_weight = head.shared_nodes, head.sure, head.head_weight
         self.head_continue = head.head_continue
         self.pending: DraftState | None = None  # what was committed while the head sat out
+        self.free: list[list[int]] | None = None  # the head-free paths of the last step the head drafted
 
     def propose(self, state: DraftState, tree_or_spec) -> Proposal:
+        self._credit_head(state)
         branch = self.branch.next(state, self.branch.copy_tokens)  # also brings the row's context index up to date
         if self.corpus:
             self.corpus.credit(state)
@@ -214,11 +225,12 @@ class HybridDrafter:
         root = int(state.root[0])
         proposal, head = chain_proposal([], state.root.device), None  # head: the head's scored paths, to share
         corpus = None  # the corpus's scored paths in the shared budget, once drafted
+        drafted = False  # whether the head drafted this step
         if self.inner is not None and self.sure and self.corpus.surest(self.branch.index.tokens, root) >= self.sure:
             self._sit_out(state)  # the corpus table is sure of the next token: the step drafts as without a head
             stats.sure += 1
         elif self.inner is not None:
-            joined, self.pending = _joined(self.pending, state), None
+            joined, self.pending, drafted = _joined(self.pending, state), None, True
             if not self.shared_nodes:
                 proposal = self.inner.propose(joined, tree_or_spec)
             else:  # the corpus drafted first: its worst path is the floor the head's tree is not grown below
@@ -232,12 +244,33 @@ class HybridDrafter:
         # The shared tree's leaves first, then the branch, then the corpus tree's (none where the tree is shared).
         shared = self._shared(head, root, corpus) if head is not None else []
         paths = self.corpus.draft(self.branch.index.tokens, root) if self.corpus and head is None else []
+        if drafted:  # what the step would have held without the head, to count what the head added
+            free = leaves([p for p, _ in corpus]) if head is not None else list(paths)
+            self.free = [*free, *([branch] if branch else [])]
         proposal, merges = merge_into(proposal, [*shared, *([branch] if branch else []), *paths])
         if branch:
             self.branch.shared = merges[len(shared)].shared
             stats.added += merges[len(shared)].added
         stats.corpus_added += sum(m.added for m in merges[len(shared) + bool(branch) :])
         return proposal
+
+    def _credit_head(self, state: DraftState) -> None:
+        """Count what the head added at the last step it drafted (`LookupStats.head_*`, the module docstring):
+        the drafts the step accepted beyond the longest head-free path of that step, read along the accepted
+        drafts and the bonus token after them (the target's own next token): a head-free path the head's
+        nodes pushed out of a shared budget that matches the bonus too would have been accepted one draft
+        further (a loss of at least one)."""
+        if self.free is None:
+            return
+        truth = [*(state.committed[0, 1:].tolist() if state.start else []), int(state.root[0])]
+        accepted = len(truth) - 1
+        gain = accepted - max((common_prefix(path, truth) for path in self.free), default=0)
+        stats = self.branch.stats
+        stats.head_steps += 1
+        stats.head_gain += gain
+        stats.head_gained += gain > 0
+        stats.head_lost += gain < 0
+        self.free = None
 
     def _sit_out(self, state: DraftState) -> None:
         """The head drafts nothing this step; what is committed meanwhile reaches its drafter joined

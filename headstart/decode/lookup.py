@@ -171,6 +171,11 @@ class LookupStats:
     sure: int = 0  # hybrid: steps the head sat out because the corpus table was sure of the next token
     corpus_added: int = 0  # nodes the corpus n-gram trees added beyond the head's and the branch's
     corpus_accepted: int = 0  # accepted drafts along the corpus trees (their longest accepted path, whoever else drafted it)
+    # hybrid with a head: what the head added over the head-free sources of the same steps (HybridDrafter)
+    head_steps: int = 0  # steps the head drafted
+    head_gained: int = 0  # of those, steps that accepted further than every head-free path of the step
+    head_lost: int = 0  # steps where a head-free path the head's nodes displaced would have gone further (the bonus shows it)
+    head_gain: int = 0  # accepted drafts beyond the best head-free path, summed over those steps (a loss counts -1)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

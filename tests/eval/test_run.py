@@ -15,11 +15,13 @@ from headstart.chat import encode_chat
 from headstart.cli import main
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.contract import Proposal
+from headstart.decode.generate import SpeculativeGenerator
+from headstart.decode.hybrid import HybridHead
 from headstart.decode.plain import greedy_generate
 from headstart.eval.acceptance import acceptance_stats, free_drafter_bound, interpolated_cost, varying_drafter_bound
 from headstart.eval.prompts import load_eval_prompts
 from headstart.eval.report import head_margin
-from headstart.eval.run import SCHEMA_VERSION, evaluate
+from headstart.eval.run import SCHEMA_VERSION, evaluate, format_table
 from headstart.eval.speed import EvalError, eos_ids
 from headstart.jsonl import DataError
 from headstart.target import Target
@@ -149,6 +151,46 @@ def test_controlled_heads_give_hand_computed_rates(oracle_run):
     assert margin["with_head"] == fastest and margin["without_head"] == "plain"
     assert margin["ratio"] == pytest.approx(by[fastest]["tokens_per_s"] / by["plain"]["tokens_per_s"], rel=1e-2)
     assert head_margin(res["methods"], {"oracle": "lookup"})["with_head"] != "oracle"  # a head-free kind is not a head
+
+
+class Replaying(OracleHead):
+    """The oracle from the continuation's start again at each new sequence, so that the hybrid's copy of
+    it (made at a sequence's start) drafts from there after the head alone has decoded the same turn."""
+
+    def propose(self, state, tree):
+        if state.start == 0:
+            self.position = 0
+        return super().propose(state, tree)
+
+
+def test_a_hybrid_counts_what_its_head_added_over_the_head_free_paths_of_each_step(target):
+    """decode/hybrid.py's head_* counts, decoded: a head that is always wrong adds nothing at any step (its
+    hybrid accepts exactly what its lookup branch gives), the oracle adds at some steps and loses at none
+    (its tree is whole beside the branch: nothing head-free is pushed out); eval reports them as `head_gain`."""
+    ids = encode_chat(target.tokenizer, PROMPT.messages)
+    cont = greedy_generate(target, ids, 41, eos_token_id=eos_ids(target)).sequences[0, ids.shape[1] :].tolist()
+    n = ids.shape[1]
+    counts = {}
+    for label, head in (("oracle", OracleHead(cont, n)), ("wrong", WrongHead(cont, n))):
+        hybrid = HybridHead(head, max_tokens=4)
+        out = SpeculativeGenerator(target, hybrid, tree=CHAIN3).generate(ids, 41, eos_token_id=eos_ids(target))
+        assert out.sequences[0, n:].tolist() == cont  # float32: lossless
+        counts[label] = hybrid.stats
+        steps = len(out.accepted_per_step)
+        assert 0 < hybrid.stats.head_steps < steps  # a sequence's last step is never credited
+    wrong, oracle = counts["wrong"], counts["oracle"]
+    assert (wrong.head_gained, wrong.head_lost, wrong.head_gain) == (0, 0, 0)
+    assert oracle.head_gained > 0 and oracle.head_lost == 0 and oracle.head_gain >= oracle.head_gained
+
+    report = evaluate(target, {"oracle": Replaying(cont, n)}, DecodeConfig(prompt_lookup=4), EvalConfig(max_new_tokens=41, peers=False),
+                      tree=CHAIN3, prompts=[PROMPT], warmup=False, progress=False)
+    by = {e["label"]: e for e in report["results"][0]["methods"]}
+    assert [label for label, e in by.items() if e["head_gain"] is not None] == ["oracle+lookup"]
+    gain, acc = by["oracle+lookup"]["head_gain"], by["oracle+lookup"]["acceptance"]
+    assert set(gain) == _documented_keys()["head_gain"]
+    assert gain["gained_steps"] > 0 and gain["lost_steps"] == 0 and 0 < gain["head_steps"] < acc["steps"]
+    assert gain["tau_without_head"] == pytest.approx(acc["tau"] - gain["drafts"] / acc["steps"], abs=1e-3)  # both rounded to 4 places
+    assert "What the head added, step by step: it drafted at" in format_table(report)
 
 
 # ---------------------------------------------------------------- the schema is the documented one

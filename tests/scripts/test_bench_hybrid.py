@@ -46,6 +46,11 @@ def test_bench_hybrid_prints_every_variant_and_the_margin(tmp_path, smol_tokeniz
     for folder in (str(head), f"{head} (int8)"):  # each copy alone, shared, sitting out, weighed
         assert sum(r.startswith(f"{folder}: ") for r in rows) == 4, rows
     assert "plain" in rows and "lookup branch + corpus tree of 4 nodes, no head" in rows
+    cells = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines() if line.startswith("| ") and " | " in line}
+    assert "| τ without the head |" in out  # the same steps' head-free paths: a number for hybrids with a head only
+    assert cells["plain"][2] == cells["lookup branch + corpus tree of 4 nodes, no head"][2] == cells[f"{head}: head alone"][2] == "-"
+    shared = cells[f"{head}: head and corpus share 4 nodes"]
+    assert float(shared[2]) >= 1.0 and float(shared[1]) >= 1.0  # a head that loses at shared steps can leave τ below it
     assert "\nthe head's margin: " in out
 
 

@@ -313,6 +313,26 @@ def test_eval_runs_the_corpus_methods_beside_the_head(chat_target, tmp_path):
     assert "no head + lookup branch ≤ 4 tokens" in table
 
 
+def test_what_the_head_added_at_a_step_is_counted_by_hand():
+    """LookupStats.head_*: the drafts a step accepted beyond the longest run of that step's head-free paths,
+    read along the accepted drafts and the bonus token (which shows a pushed-out path would have gone further)."""
+    hybrid = HybridHead(None, 4)
+    drafter = hybrid.drafter()
+
+    def credit(free, accepted, bonus):
+        drafter.free = free
+        drafter._credit_head(DraftState(None, torch.tensor([bonus]), committed=torch.tensor([[1, *accepted]]), start=20))
+
+    credit([[5, 6, 7], [5, 8]], [5, 6, 9], 4)  # one draft past the corpus's [5, 6, 7]: +1
+    credit([[5, 8]], [5, 8], 3)  # a head-free path went as far: 0
+    credit([[5, 6, 7]], [5], 6)  # the bonus 6 shows the pushed-out [5, 6, ...] would have gone one further: -1
+    credit([], [5, 6], 2)  # no head-free path: both drafts are the head's: +2
+    s = hybrid.stats
+    assert (s.head_steps, s.head_gained, s.head_lost, s.head_gain) == (4, 2, 1, 2)
+    drafter._credit_head(DraftState(None, torch.tensor([3]), committed=torch.tensor([[1, 5]]), start=30))
+    assert s.head_steps == 4  # nothing pending: the head sat the step out
+
+
 @pytest.mark.parametrize("kind", ["medusa", "eagle3"])
 def test_the_head_sits_out_the_steps_the_corpus_is_sure_of_and_decoding_stays_lossless(kind):
     """`sure`: where the corpus table's next token is at least that probable the head drafts
