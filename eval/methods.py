@@ -16,7 +16,7 @@ from headstart.chat import encode_chat
 from headstart.config import DecodeConfig, EvalConfig
 from headstart.decode.contract import trait
 from headstart.decode.generate import SpeculativeGenerator
-from headstart.decode.hybrid import HybridHead, HybridSettings, verified_bounds, with_lookup
+from headstart.decode.hybrid import HybridHead, HybridSettings, head_stats, verified_bounds, with_lookup
 from headstart.decode.lookup import LookupHead
 from headstart.decode.sampling import Sampling
 from headstart.decode.tune import tree_options
@@ -54,11 +54,12 @@ class Methods:
         if method == "plain":
             return run_plain(target, ids, n, s, eos, seed)
         if method in self.gens:
-            stats = _head_stats(self.gens[method].head)
+            stats = head_stats(self.gens[method].head)
+            if stats is None:
+                return run_speculative(self.gens[method], ids, n, s, eos, seed)
             before = _head_counts(stats)
             out = run_speculative(self.gens[method], ids, n, s, eos, seed)
-            if stats is not None:  # what the head added on this decode's own steps (decode/hybrid.py)
-                out.head_gain = {k: v - before[k] for k, v in _head_counts(stats).items()}
+            out.head_gain = {k: v - before[k] for k, v in _head_counts(stats).items()}  # what the head added on this decode's steps
             return out
         if method == "hf_generate":
             return run_hf(target, ids, n, s, eos, seed)
@@ -91,13 +92,8 @@ class Methods:
 HEAD_GAIN_FIELDS = ("head_steps", "head_gained", "head_lost", "head_gain")
 
 
-def _head_stats(head):
-    """The LookupStats of a hybrid that drafts with a head (what it added is counted there); None otherwise."""
-    return head.stats if isinstance(head, HybridHead) and head.head is not None else None
-
-
 def _head_counts(stats) -> dict[str, int]:
-    return {k: getattr(stats, k) for k in HEAD_GAIN_FIELDS} if stats is not None else {}
+    return {k: getattr(stats, k) for k in HEAD_GAIN_FIELDS}
 
 
 def build_methods(target: Target, named: dict, decode: DecodeConfig, cfg: EvalConfig, given: frozenset[str] = frozenset()) -> Methods:

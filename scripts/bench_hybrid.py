@@ -35,7 +35,7 @@ from headstart.config import DecodeConfig
 from headstart.decode.contract import trait
 from headstart.decode.dynamic import DynamicTreeSpec
 from headstart.decode.generate import SpeculativeGenerator
-from headstart.decode.hybrid import HybridHead
+from headstart.decode.hybrid import HybridHead, head_stats
 from headstart.decode.lookup import LookupHead
 from headstart.decode.plain import plain_generate
 from headstart.decode.tune import tree_options
@@ -113,7 +113,7 @@ def main() -> None:
         def run(ids):
             return gen.generate(ids, n, eos_token_id=eos)
 
-        run.stats = h.stats if isinstance(h, HybridHead) and h.head is not None else None  # what its head adds, step by step
+        run.stats = head_stats(h)  # what its head adds, step by step (hybrids with a head)
         return run
 
     free = {f"lookup branch + corpus tree of {k} nodes, no head": speculative(HybridHead(None, 10, copy_tokens=40, corpus=corpus, corpus_nodes=k))

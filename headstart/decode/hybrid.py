@@ -386,6 +386,12 @@ class HybridHead:
         return self._own.propose(state, tree_or_spec)
 
 
+def head_stats(head) -> LookupStats | None:
+    """The stats where a hybrid that drafts with a head counts what its head added (`LookupStats.head_*`);
+    None for any other head, a head-free hybrid included."""
+    return head.stats if isinstance(head, HybridHead) and head.head is not None else None
+
+
 @dataclass(frozen=True)
 class HybridSettings:
     """What hybrid trees draft beside a head: the recipe's decode fields of the same names
